@@ -1,0 +1,114 @@
+"""Shared fixtures: real temporary workspaces, a store home outside them, and a git helper that
+needs no user git configuration."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+GIT_ENV_KEYS_TO_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY")
+
+
+def clean_git_env(**extra: str) -> dict[str, str]:
+    """Environment for running the user's git in tests: no global/system config, fixed identity."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_AUTHOR_NAME="Test",
+        GIT_AUTHOR_EMAIL="test@example.com",
+        GIT_COMMITTER_NAME="Test",
+        GIT_COMMITTER_EMAIL="test@example.com",
+        GIT_OPTIONAL_LOCKS="0",  # `git status` in a test must not rewrite the index it checks
+    )
+    env.update(extra)
+    return env
+
+
+def run_git(cwd: Path, *args: str, input: bytes | None = None) -> str:
+    """Run the user's git in ``cwd`` (as a user would), failing the test on error."""
+    proc = subprocess.run(
+        ["git", "-c", "init.defaultBranch=main", *args],
+        cwd=cwd,
+        env=clean_git_env(),
+        input=input,
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr.decode()}")
+    return proc.stdout.decode("utf-8", "replace")
+
+
+def tree_digest(root: Path, *, include_mtime: bool = False, skip_git: bool = False) -> dict:
+    """Everything observable under ``root``: type, permission bits, bytes or link target per path.
+
+    ``.git`` folders are included unless ``skip_git``; with ``include_mtime`` file mtimes count too
+    (used to prove nothing under a ``.git`` was even rewritten).
+    """
+    out: dict = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        if skip_git:
+            dirnames[:] = [d for d in dirnames if d != ".git"]
+            filenames = [f for f in filenames if f != ".git"]
+        rel_dir = os.path.relpath(dirpath, root)
+        for name in sorted(dirnames):
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            key = os.path.normpath(os.path.join(rel_dir, name))
+            if stat.S_ISLNK(st.st_mode):
+                out[key] = ("link", os.readlink(p))
+            else:
+                out[key] = ("dir", stat.S_IMODE(st.st_mode))
+        for name in sorted(filenames):
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            key = os.path.normpath(os.path.join(rel_dir, name))
+            if stat.S_ISLNK(st.st_mode):
+                out[key] = ("link", os.readlink(p))
+            elif stat.S_ISREG(st.st_mode):
+                with open(p, "rb") as fh:
+                    digest = hashlib.sha256(fh.read()).hexdigest()
+                entry: tuple = ("file", stat.S_IMODE(st.st_mode), digest)
+                if include_mtime:
+                    entry += (st.st_mtime_ns,)
+                out[key] = entry
+            else:
+                out[key] = ("special", stat.S_IFMT(st.st_mode))
+    return out
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A store home outside the workspace."""
+    h = tmp_path / "home"
+    h.mkdir()
+    return h
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture
+def write() -> Callable[..., Path]:
+    """Write ``content`` (str or bytes) to ``root/rel``, creating folders."""
+
+    def _write(root: Path, rel: str, content: str | bytes = "", mode: int | None = None) -> Path:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(content.encode() if isinstance(content, str) else content)
+        if mode is not None:
+            p.chmod(mode)
+        return p
+
+    return _write

@@ -1,0 +1,5 @@
+import sys
+
+from treesearch.cli import main
+
+sys.exit(main())

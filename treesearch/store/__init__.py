@@ -1,0 +1,30 @@
+"""The shadow snapshot store: the only part of treesearch that runs git.
+
+``ShadowStore.open(workspace)`` gives a store kept outside the workspace; ``capture``, ``restore``,
+``diff``, ``materialize``, ``log``, ``gc`` and ``recover`` are its operations. The user's own
+``.git`` is never written.
+"""
+
+from treesearch.store.shadow import GcResult, ShadowStore, TreeEntry, default_home, store_dir_for
+from treesearch.store.values import (
+    CaptureStats,
+    Diff,
+    FileChange,
+    RestoreResult,
+    Skipped,
+    Snapshot,
+)
+
+__all__ = [
+    "CaptureStats",
+    "Diff",
+    "FileChange",
+    "GcResult",
+    "RestoreResult",
+    "ShadowStore",
+    "Skipped",
+    "Snapshot",
+    "TreeEntry",
+    "default_home",
+    "store_dir_for",
+]

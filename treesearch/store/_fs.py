@@ -1,0 +1,183 @@
+"""Writing into a folder without ever leaving it: every step is relative to an open folder fd.
+
+A path is resolved one component at a time with ``O_NOFOLLOW|O_DIRECTORY``, so a folder that was
+replaced by a symlink (pointing anywhere) stops the operation instead of being written through.
+Files are written to a temporary name in their final folder and renamed over the old entry.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Callable
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class UnsafePathError(OSError):
+    """A path would leave the root (``..``, ``.git``, a symlinked or non-folder component)."""
+
+
+def _split(rel: str) -> list[str]:
+    parts = rel.split("/")
+    for part in parts:
+        if part in ("", ".", "..") or part == ".git":
+            raise UnsafePathError(errno.EINVAL, "refusing unsafe path component", rel)
+    return parts
+
+
+def temp_name(name: str, token: str) -> str:
+    """Temporary sibling name for ``name`` (short enough for NAME_MAX)."""
+    if len(name.encode("utf-8", "surrogateescape")) > 180:
+        name = hashlib.sha1(name.encode("utf-8", "surrogateescape")).hexdigest()
+    return f".{name}.ts-{token}"
+
+
+class SafeTree:
+    """Operations on paths below ``root`` that never follow a symlink or leave ``root``."""
+
+    def __init__(self, root: str) -> None:
+        self._fds: dict[str, int] = {"": os.open(root, _DIR_FLAGS)}
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    def __enter__(self) -> SafeTree:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def dir_fd(self, rel_dir: str, *, create: bool = False) -> int:
+        """Open (and cache) the folder ``rel_dir``; create missing folders when ``create``."""
+        fd = self._fds.get(rel_dir)
+        if fd is not None:
+            return fd
+        parent, _, name = rel_dir.rpartition("/")
+        _split(rel_dir)
+        pfd = self.dir_fd(parent, create=create)
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=pfd)
+        except FileNotFoundError:
+            if not create:
+                raise
+            os.mkdir(name, 0o755, dir_fd=pfd)
+            fd = os.open(name, _DIR_FLAGS, dir_fd=pfd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise UnsafePathError(
+                    exc.errno, "is a symlink or not a folder; refusing to write through it", rel_dir
+                ) from exc
+            raise
+        self._fds[rel_dir] = fd
+        return fd
+
+    def _parent(self, rel: str, *, create: bool) -> tuple[int, str]:
+        _split(rel)
+        parent, _, name = rel.rpartition("/")
+        return self.dir_fd(parent, create=create), name
+
+    def lstat(self, rel: str) -> os.stat_result | None:
+        """``lstat`` of ``rel``, or ``None`` if it (or a folder on its way) is missing."""
+        try:
+            pfd, name = self._parent(rel, create=False)
+            return os.stat(name, dir_fd=pfd, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def write_file(self, rel: str, fill: Callable[[int], None], perm: int, token: str) -> None:
+        """Create ``rel`` atomically: ``fill(fd)`` writes the content of a fresh temp file."""
+        pfd, name = self._parent(rel, create=True)
+        tmp = temp_name(name, token)
+        try:
+            fd = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=pfd,
+            )
+        except FileExistsError:
+            os.unlink(tmp, dir_fd=pfd)
+            fd = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=pfd,
+            )
+        try:
+            fill(fd)
+            os.fchmod(fd, perm)
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp, dir_fd=pfd)
+            raise
+        os.close(fd)
+        self._rename(tmp, name, pfd)
+
+    def write_symlink(self, rel: str, target: bytes, token: str) -> None:
+        pfd, name = self._parent(rel, create=True)
+        tmp = temp_name(name, token)
+        try:
+            os.symlink(target, tmp, dir_fd=pfd)
+        except FileExistsError:
+            os.unlink(tmp, dir_fd=pfd)
+            os.symlink(target, tmp, dir_fd=pfd)
+        self._rename(tmp, name, pfd)
+
+    def _rename(self, tmp: str, name: str, pfd: int) -> None:
+        try:
+            os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+        except BaseException:
+            os.unlink(tmp, dir_fd=pfd)
+            raise
+
+    def unlink(self, rel: str) -> bool:
+        """Remove a file or symlink; ``False`` if it was already gone."""
+        try:
+            pfd, name = self._parent(rel, create=False)
+            os.unlink(name, dir_fd=pfd)
+            return True
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
+    def rmdir(self, rel: str) -> bool:
+        """Remove an empty folder; ``False`` if missing or not empty."""
+        try:
+            pfd, name = self._parent(rel, create=False)
+            fd = self._fds.pop(rel, None)
+            if fd is not None:
+                os.close(fd)
+            os.rmdir(name, dir_fd=pfd)
+            return True
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                return False
+            raise
+
+    def mkdirs(self, rel: str) -> None:
+        self.dir_fd(rel, create=True)
+
+    def chmod(self, rel: str, perm: int) -> None:
+        """Set the permission bits of a regular file (never through a symlink)."""
+        pfd, name = self._parent(rel, create=False)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=pfd)
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.fchmod(fd, perm)
+        finally:
+            os.close(fd)
+
+    def remove_temp(self, rel: str, token: str) -> bool:
+        """Remove a leftover temp file of an interrupted write of ``rel``."""
+        try:
+            pfd, name = self._parent(rel, create=False)
+            os.unlink(temp_name(name, token), dir_fd=pfd)
+            return True
+        except (FileNotFoundError, NotADirectoryError, UnsafePathError):
+            return False

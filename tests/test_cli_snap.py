@@ -1,0 +1,76 @@
+"""`treesearch snap`: the real console entry point in a subprocess, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import tree_digest
+
+
+def snap(ws: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.pop("TREESEARCH_HOME", None)
+    return subprocess.run(
+        [sys.executable, "-m", "treesearch", "snap", *args, "--workspace", str(ws),
+         "--home", str(home)],
+        capture_output=True, text=True, env=env, check=False,
+    )
+
+
+def test_snap_capture_restore_undo_round_trip_with_json(workspace: Path, home: Path, write) -> None:
+    write(workspace, "app.py", "x = 1\n")
+    first = snap(workspace, home, "capture", "--label", "start", "--json")
+    assert first.returncode == 0, first.stderr
+    data = json.loads(first.stdout)
+    assert data["label"] == "start" and len(data["tree"]) == 40
+    original = tree_digest(workspace)
+    write(workspace, "app.py", "x = 2\n")
+    write(workspace, "new.py", "y = 1\n")
+    edited = tree_digest(workspace)
+    restored = snap(workspace, home, "restore", "start", "--json")
+    assert restored.returncode == 0, restored.stderr
+    result = json.loads(restored.stdout)
+    assert result["written"] == ["app.py"] and result["deleted"] == ["new.py"]
+    assert tree_digest(workspace) == original
+    undone = snap(workspace, home, "undo")
+    assert undone.returncode == 0 and "restored" in undone.stdout
+    assert tree_digest(workspace) == edited
+
+
+def test_snap_diff_formats_log_and_show(workspace: Path, home: Path, write) -> None:
+    write(workspace, "a.txt", "one\n")
+    assert snap(workspace, home, "capture", "-l", "a").returncode == 0
+    write(workspace, "a.txt", "two\n")
+    write(workspace, "b.txt", "bee\n")
+    assert snap(workspace, home, "capture", "-l", "b").returncode == 0
+    names = snap(workspace, home, "diff", "a", "b", "--name-status")
+    assert names.stdout.splitlines() == ["M\ta.txt", "A\tb.txt"]
+    stat = snap(workspace, home, "diff", "a", "--stat")
+    assert "2 files changed, 2 insertions(+), 1 deletions(-)" in stat.stdout
+    patch = snap(workspace, home, "diff", "a", "b")
+    assert "-one\n+two\n" in patch.stdout
+    log = json.loads(snap(workspace, home, "log", "--json").stdout)
+    assert [s["label"] for s in log] == ["b", "a"]
+    show = snap(workspace, home, "show", "b")
+    assert "a.txt" in show.stdout and "b.txt" in show.stdout
+    gc = snap(workspace, home, "gc", "--keep-last", "1", "--json")
+    assert gc.returncode == 0 and json.loads(gc.stdout)["dry_run"] is False
+
+
+def test_snap_exit_codes_usage_2_failure_1_with_one_line_message(
+    workspace: Path, home: Path
+) -> None:
+    usage = snap(workspace, home, "restore")
+    assert usage.returncode == 2 and "usage" in usage.stderr
+    failed = snap(workspace, home, "restore", "no-such-label")
+    assert failed.returncode == 1
+    assert failed.stderr.count("\n") == 1 and "treesearch snap log" in failed.stderr
+    bad_meta = snap(workspace, home, "capture", "--meta", "{not json")
+    assert bad_meta.returncode == 2 and "--meta" in bad_meta.stderr
+    store_inside = snap(workspace, workspace / "cache", "capture")
+    assert store_inside.returncode == 1 and "inside the workspace" in store_inside.stderr
+    assert not (workspace / "cache").exists()

@@ -1,0 +1,66 @@
+"""Run a test command, read per-test results, grade them, cache them by tree hash.
+
+* ``TestSpec`` says what to run (command, cwd, timeout, env, JUnit path, test ids, reruns) and
+  has a stable ``fingerprint()``.
+* ``run_tests(spec, workspace)`` runs it through ``treesearch.sandbox.run`` and returns a
+  ``TestRun``: per-test ``Outcome``s, totals, exit code, a ``RunStatus`` (OK, TIMEOUT, CRASHED,
+  INVALID; a run without a usable report and without sign that tests ran is INVALID, never a
+  pass) and ``feedback()`` text for an agent. The JUnit report is untrusted input and parsed
+  as such.
+* Score functions (``pass_fraction``, ``resolved``, ``swebench``) turn a run into a value in
+  [0, 1]; ``make_score`` builds one by name or from a ``{kind: ...}`` mapping.
+* ``Scorer`` scores states with the search tests and grades final states with held-out tests;
+  ``ScoreCache`` keeps runs by (tree hash, spec fingerprint) in SQLite, shared by processes.
+* ``score_workspace`` is the entry point for the ``treesearch score`` command.
+
+The library never prints.
+"""
+
+from __future__ import annotations
+
+from treesearch.scoring.cache import CacheEntry, ScoreCache
+from treesearch.scoring.grading import (
+    SCORES,
+    PassFraction,
+    Resolved,
+    ScoreFunction,
+    SweBench,
+    make_score,
+    score_names,
+)
+from treesearch.scoring.results import (
+    Grade,
+    Outcome,
+    RunStatus,
+    ScoreResult,
+    TestCase,
+    TestRun,
+)
+from treesearch.scoring.runner import recheck_changed, run_tests
+from treesearch.scoring.scorer import ScoreLike, Scorer, SnapshotSource, score_workspace
+from treesearch.scoring.spec import TestSpec
+
+__all__ = [
+    "SCORES",
+    "CacheEntry",
+    "Grade",
+    "Outcome",
+    "PassFraction",
+    "Resolved",
+    "RunStatus",
+    "ScoreCache",
+    "ScoreFunction",
+    "ScoreLike",
+    "ScoreResult",
+    "Scorer",
+    "SnapshotSource",
+    "SweBench",
+    "TestCase",
+    "TestRun",
+    "TestSpec",
+    "make_score",
+    "recheck_changed",
+    "run_tests",
+    "score_names",
+    "score_workspace",
+]

@@ -1,0 +1,251 @@
+"""``Scorer``: search tests steer, held-out grade tests judge; both cached by tree hash."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from treesearch.errors import ConfigError, ScoringError
+from treesearch.scoring.cache import ScoreCache
+from treesearch.scoring.grading import ScoreFunction, make_score
+from treesearch.scoring.results import RunStatus, ScoreResult, TestRun
+from treesearch.scoring.runner import recheck_changed, run_tests
+from treesearch.scoring.spec import TestSpec
+
+ScoreLike = str | Mapping[str, Any] | ScoreFunction
+"""A score function, its registry name, or a ``{kind: name, ...params}`` mapping."""
+
+_SCORER_KEYS = ("search_tests", "grade_tests", "score", "grade_score")
+
+
+class Scorer:
+    """Scores workspace states with the search tests; grades final states with held-out tests.
+
+    ``score`` runs the search spec (what the search sees and optimises); ``grade`` runs the
+    grade spec (held out: run only when asked, for the final nodes, so the search never peeks
+    at its grader). With a ``cache`` and a ``tree`` hash, a state already tested under the same
+    spec is not tested again (``ScoreResult.cached``).
+    """
+
+    def __init__(
+        self,
+        search_spec: TestSpec,
+        score: ScoreLike = "pass_fraction",
+        grade_spec: TestSpec | None = None,
+        cache: ScoreCache | None = None,
+        *,
+        grade_score: ScoreLike | None = None,
+    ) -> None:
+        self.search_spec = search_spec
+        """Spec of the tests that steer the search."""
+        self.score_fn: ScoreFunction = make_score(score)
+        """Score function applied to search runs."""
+        self.grade_spec = grade_spec
+        """Spec of the held-out tests (``None``: ``grade`` falls back to the search spec)."""
+        self.grade_fn: ScoreFunction = (
+            self.score_fn if grade_score is None else make_score(grade_score, where="grade_score")
+        )
+        """Score function applied to grade runs."""
+        self.cache = cache
+        """The score cache, if any."""
+        self.test_runs = 0
+        """Test commands actually run by this scorer (re-runs included; cache hits excluded)."""
+        self.cache_hits = 0
+        """Results served from the cache."""
+
+    @classmethod
+    def from_config(
+        cls,
+        d: Mapping[str, Any] | None,
+        source: str = "<config>",
+        *,
+        where: str = "scoring",
+        cache: ScoreCache | None = None,
+    ) -> Scorer:
+        """Build from a config section with keys ``search_tests`` (a ``TestSpec`` mapping),
+        ``grade_tests`` (optional, held out), ``score`` and ``grade_score`` (a name or a
+        ``{kind: ...}`` mapping; ``grade_score`` defaults to ``score``)."""
+        at = f"{source}: {where}" if where else source
+        if d is None:
+            d = {}
+        if not isinstance(d, Mapping):
+            raise ConfigError(f"{at}: must be a mapping, got {type(d).__name__}")
+        unknown = sorted(str(k) for k in d if k not in _SCORER_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"{at}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(_SCORER_KEYS)}"
+            )
+
+        def key(name: str) -> str:
+            return f"{where}.{name}" if where else name
+
+        search = TestSpec.from_config(d.get("search_tests"), source, where=key("search_tests"))
+        grade = (
+            TestSpec.from_config(d["grade_tests"], source, where=key("grade_tests"))
+            if d.get("grade_tests") is not None
+            else None
+        )
+        score = make_score(d.get("score", "pass_fraction"), source=source, where=key("score"))
+        grade_score = (
+            make_score(d["grade_score"], source=source, where=key("grade_score"))
+            if d.get("grade_score") is not None
+            else None
+        )
+        return cls(search, score, grade, cache, grade_score=grade_score)
+
+    def score(
+        self,
+        workspace: str | os.PathLike[str],
+        tree: str | None = None,
+        *,
+        parent: TestRun | ScoreResult | None = None,
+    ) -> ScoreResult:
+        """Score the workspace with the search tests.
+
+        ``tree`` is the workspace's tree hash (enables the cache). ``parent`` is the run of the
+        parent state: with ``reruns`` in the spec, tests whose outcome differs from it are
+        re-run and flaky ones marked.
+        """
+        if isinstance(parent, ScoreResult):
+            parent = parent.run
+        return self._evaluate(
+            self.search_spec, self.score_fn, workspace, tree, parent=parent, held_out=False
+        )
+
+    def grade(self, workspace: str | os.PathLike[str], tree: str | None = None) -> ScoreResult:
+        """Grade the workspace with the held-out tests (``held_out`` is False in the result
+        when no grade spec was given and the search spec stood in)."""
+        spec = self.grade_spec or self.search_spec
+        return self._evaluate(
+            spec, self.grade_fn, workspace, tree, parent=None, held_out=self.grade_spec is not None
+        )
+
+    def _evaluate(
+        self,
+        spec: TestSpec,
+        fn: ScoreFunction,
+        workspace: str | os.PathLike[str],
+        tree: str | None,
+        *,
+        parent: TestRun | None,
+        held_out: bool,
+    ) -> ScoreResult:
+        fingerprint = spec.fingerprint()
+        run: TestRun | None = None
+        if tree is not None and self.cache is not None:
+            run = self.cache.get(tree, fingerprint)
+        cached = run is not None
+        if run is None:
+            run = run_tests(spec, workspace)
+            self.test_runs += 1
+            if parent is not None and spec.reruns:
+                run, reruns = recheck_changed(spec, workspace, run, parent)
+                self.test_runs += reruns
+            if tree is not None and self.cache is not None and _cacheable(run):
+                self.cache.put(tree, fingerprint, run)
+        else:
+            self.cache_hits += 1
+        return _result(
+            run, fn, tree=tree, fingerprint=fingerprint, cached=cached, held_out=held_out
+        )
+
+
+def _cacheable(run: TestRun) -> bool:
+    # A command that could not start says nothing about the state; everything else does
+    # (a timeout too: the same state would hang again).
+    return not (run.status is RunStatus.CRASHED and run.exit_code is None and not run.timed_out)
+
+
+def _result(
+    run: TestRun,
+    fn: ScoreFunction,
+    *,
+    tree: str | None,
+    fingerprint: str,
+    cached: bool,
+    held_out: bool,
+) -> ScoreResult:
+    grade = fn(run)
+    value = min(1.0, max(0.0, float(grade.value)))
+    return ScoreResult(
+        score=value,
+        resolved=grade.resolved,
+        score_name=fn.name,
+        run=run,
+        details=grade.details,
+        tree=tree,
+        fingerprint=fingerprint,
+        cached=cached,
+        held_out=held_out,
+    )
+
+
+class _Snapshot(Protocol):
+    @property
+    def tree(self) -> str: ...
+
+
+class SnapshotSource(Protocol):
+    """What ``score_workspace`` needs of a snapshot store (``ShadowStore`` has it)."""
+
+    def materialize(self, ref: str, dest: str | os.PathLike[str]) -> _Snapshot:
+        """Write snapshot ``ref`` into the empty folder ``dest``; return the snapshot."""
+        ...
+
+    def capture(self, label: str | None = None, meta: dict[str, Any] | None = None) -> _Snapshot:
+        """Record the workspace; return the snapshot."""
+        ...
+
+
+def score_workspace(
+    workspace: str | os.PathLike[str],
+    spec: TestSpec | Mapping[str, Any],
+    *,
+    cache: ScoreCache | None = None,
+    ref: str | None = None,
+    store: SnapshotSource | None = None,
+    score: ScoreLike = "pass_fraction",
+) -> ScoreResult:
+    """Score ``workspace`` as it is, or snapshot ``ref`` of ``store`` materialised into a
+    temporary folder (the workspace is then not touched).
+
+    The cache needs a tree hash: with ``ref`` it is the snapshot's; without ``ref`` but with a
+    ``store`` and a ``cache``, the workspace is captured first to learn it (that records a
+    snapshot labelled by ``meta={"purpose": "score"}``). ``spec`` may be a config mapping.
+
+    Raises:
+        ScoringError: ``ref`` without ``store``, or the tests could not be set up.
+        ConfigError: a bad spec mapping or score name.
+    """
+    if not isinstance(spec, TestSpec):
+        spec = TestSpec.from_config(spec)
+    scorer = Scorer(spec, score, cache=cache)
+    if ref is None:
+        tree = None
+        if store is not None and cache is not None:
+            tree = str(store.capture(None, {"purpose": "score"}).tree)
+        return scorer.score(workspace, tree)
+    if store is None:
+        raise ScoringError(f"scoring snapshot {ref!r} needs the snapshot store")
+    tmp = Path(tempfile.mkdtemp(prefix="treesearch-materialized-"))
+    try:
+        dest = tmp / "workspace"
+        tree = str(store.materialize(ref, dest).tree)
+        return scorer.score(dest, tree)
+    finally:
+        _remove_tree(tmp)
+
+
+def _remove_tree(path: Path) -> None:
+    # A snapshot may hold read-only folders: open them up so their content can go.
+    for root, dirs, _files in os.walk(path):
+        for name in dirs:
+            full = os.path.join(root, name)
+            if not os.path.islink(full):
+                os.chmod(full, stat.S_IRWXU)
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,62 @@
+"""Search budgets: what may be spent, what was spent, and which limit stopped the search."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits of one search (``None``: no limit)."""
+
+    expansions: int | None = 20
+    """Agent runs (expansions), no-ops included."""
+    test_runs: int | None = None
+    """Test-suite runs actually executed (cache hits are free)."""
+    wall_seconds: float | None = None
+    """Wall-clock seconds spent in expansions, summed across resumes."""
+    tokens: int | None = None
+    """Model tokens (input + output) reported by agents."""
+    max_depth: int | None = None
+    """Deepest node that may be expanded further (the root is depth 0)."""
+
+
+@dataclass
+class Usage:
+    """What a search has spent so far."""
+
+    expansions: int = 0
+    test_runs: int = 0
+    cache_hits: int = 0
+    wall_seconds: float = 0.0
+    tokens: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def exhausted(budget: Budget, used: Usage) -> str | None:
+    """The name of the first limit reached, or ``None``."""
+    if budget.expansions is not None and used.expansions >= budget.expansions:
+        return "expansions"
+    if budget.test_runs is not None and used.test_runs >= budget.test_runs:
+        return "test_runs"
+    if budget.wall_seconds is not None and used.wall_seconds >= budget.wall_seconds:
+        return "wall_seconds"
+    if budget.tokens is not None and used.tokens >= budget.tokens:
+        return "tokens"
+    return None
+
+
+def remaining(budget: Budget, used: Usage) -> dict[str, float | None]:
+    """What is left of each limit (``None``: unlimited)."""
+    def left(limit: float | None, spent: float) -> float | None:
+        return None if limit is None else max(limit - spent, 0)
+
+    return {
+        "expansions": left(budget.expansions, used.expansions),
+        "test_runs": left(budget.test_runs, used.test_runs),
+        "wall_seconds": left(budget.wall_seconds, used.wall_seconds),
+        "tokens": left(budget.tokens, used.tokens),
+    }

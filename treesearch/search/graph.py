@@ -1,0 +1,157 @@
+"""The search graph: a networkx ``DiGraph`` whose node key is the workspace's tree hash.
+
+Two branches that reach the same files meet in one node (a transposition). A strategy run that
+changes nothing, or that returns to one of its own ancestors, adds no node and no cycle: it is kept
+in the parent's ``noops`` list. Node attributes (see ``NODE_FIELDS``) are plain JSON values, so the
+graph round-trips through ``networkx.node_link_data``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import networkx as nx
+
+NODE_FIELDS = (
+    "score",  # float in [0, 1] (None while unscored)
+    "tests",  # summary of the test run: {"passed": n, "failed": n, ..., "failing": [ids]}
+    "visits",  # times a backup went through this node
+    "value_sum",  # sum of rewards backed up through it
+    "depth",  # shortest distance from the root
+    "order",  # 0-based order in which the node was found
+    "commit",  # store commit of the snapshot (volatile: differs between runs)
+    "tried",  # {strategy: attempts started from this node}
+    "noops",  # expansions from here that changed nothing or came back to an ancestor
+    "diff_size",  # changed lines from the root (tie-breaker for the final answer)
+)
+VOLATILE_NODE = ("commit",)
+VOLATILE_EDGE = ("seconds",)
+
+
+def new_graph(
+    root: str, *, commit: str | None, score: float | None, tests: dict[str, Any]
+) -> nx.DiGraph:
+    g = nx.DiGraph(root=root)
+    g.add_node(
+        root,
+        score=score,
+        tests=tests,
+        visits=0,
+        value_sum=0.0,
+        depth=0,
+        order=0,
+        commit=commit,
+        tried={},
+        noops=[],
+        diff_size=0,
+    )
+    return g
+
+
+def root_of(g: nx.DiGraph) -> str:
+    return str(g.graph["root"])
+
+
+def is_ancestor(g: nx.DiGraph, node: str, of: str) -> bool:
+    """True when ``node`` is ``of`` or one of its ancestors."""
+    return node == of or node in nx.ancestors(g, of)
+
+
+def add_result(
+    g: nx.DiGraph,
+    parent: str,
+    child: str,
+    *,
+    strategy: str,
+    edge: dict[str, Any],
+    node: dict[str, Any] | None,
+) -> str:
+    """Record one expansion of ``parent`` that produced state ``child``.
+
+    Returns ``"noop"`` (nothing changed, or back to an ancestor: no node, no edge), ``"new"``
+    (a node was added; ``node`` holds its attributes), or ``"transposition"`` (the state was
+    already known: only an edge is added, the node keeps its score).
+    """
+    if is_ancestor(g, child, parent):
+        g.nodes[parent]["noops"].append({"strategy": strategy, "to": child, **edge})
+        return "noop"
+    if child in g:
+        if not g.has_edge(parent, child):
+            g.add_edge(parent, child, strategy=strategy, **edge)
+            g.nodes[child]["depth"] = min(g.nodes[child]["depth"], g.nodes[parent]["depth"] + 1)
+        return "transposition"
+    if node is None:
+        raise ValueError("a new state needs its node attributes")
+    attrs = {
+        "visits": 0,
+        "value_sum": 0.0,
+        "depth": g.nodes[parent]["depth"] + 1,
+        "order": g.number_of_nodes(),
+        "tried": {},
+        "noops": [],
+        **node,
+    }
+    g.add_node(child, **attrs)
+    g.add_edge(parent, child, strategy=strategy, **edge)
+    return "new"
+
+
+def backup(g: nx.DiGraph, path: Iterable[str], reward: float) -> None:
+    """Add one visit and ``reward`` to every node of ``path`` (root first)."""
+    for n in path:
+        g.nodes[n]["visits"] += 1
+        g.nodes[n]["value_sum"] += reward
+
+
+def path_to(g: nx.DiGraph, node: str) -> list[str]:
+    """The shortest path from the root to ``node`` (ties broken by earlier-found nodes)."""
+    root = root_of(g)
+    if node == root:
+        return [root]
+    # BFS over predecessors, preferring parents found earlier, for a deterministic path.
+    best: list[str] = [node]
+    cur = node
+    while cur != root:
+        preds = sorted(
+            g.predecessors(cur), key=lambda p: (g.nodes[p]["depth"], g.nodes[p]["order"])
+        )
+        cur = preds[0]
+        best.append(cur)
+    return best[::-1]
+
+
+def best_node(g: nx.DiGraph) -> str:
+    """Highest score; ties go to the smaller diff from the root, then the earlier find."""
+    scored = [n for n, d in g.nodes(data=True) if d.get("score") is not None]
+    if not scored:
+        return root_of(g)
+    return min(
+        scored,
+        key=lambda n: (-g.nodes[n]["score"], g.nodes[n].get("diff_size", 0), g.nodes[n]["order"]),
+    )
+
+
+def to_json(g: nx.DiGraph, *, stable: bool = False) -> str:
+    """node-link JSON; with ``stable`` the volatile fields (commit ids, seconds) are left out,
+    so the same seed and deterministic agents give the same bytes."""
+    data = nx.node_link_data(g, edges="edges")
+    if stable:
+        for n in data["nodes"]:
+            for k in VOLATILE_NODE:
+                n.pop(k, None)
+            for noop in n.get("noops", []):
+                for k in VOLATILE_EDGE:
+                    noop.pop(k, None)
+        for e in data["edges"]:
+            for k in VOLATILE_EDGE:
+                e.pop(k, None)
+    data["nodes"].sort(key=lambda n: n["order"])
+    data["edges"].sort(key=lambda e: (e["source"], e["target"]))
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def from_json(text: str) -> nx.DiGraph:
+    data = json.loads(text)
+    return nx.node_link_graph(data, directed=True, edges="edges")

@@ -1,0 +1,235 @@
+"""Selection policies: pure functions of the graph's statistics and a seeded RNG.
+
+Each policy answers one question: which (node, strategy) pair to expand next, or ``None`` when
+nothing is left. ``select(graph, rng, *, strategies, max_depth, ...)``; beam and UCT are
+parameterisations (keyword-only hyper-parameters), not subclasses. A strategy may be applied to the
+same node up to its ``samples`` times (sampled strategies, e.g. seeded mutations); enumerated
+strategies have ``samples == 1``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import networkx as nx
+
+from treesearch.search.graph import path_to, root_of
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The next expansion: apply ``strategy`` (attempt number ``attempt``) to ``node``."""
+
+    node: str
+    strategy: str
+    attempt: int
+    path: tuple[str, ...]
+    """Root-first path the value is backed up along (the selection path for MCTS)."""
+
+
+Policy = Callable[..., "Choice | None"]
+
+
+def _untried(
+    g: nx.DiGraph, node: str, strategies: Mapping[str, int], max_depth: int | None
+) -> list[str]:
+    d = g.nodes[node]
+    if max_depth is not None and d["depth"] >= max_depth:
+        return []
+    tried = d["tried"]
+    return [s for s, samples in strategies.items() if tried.get(s, 0) < samples]
+
+
+def _choice(g: nx.DiGraph, node: str, strategy: str, path: Sequence[str] | None = None) -> Choice:
+    return Choice(
+        node,
+        strategy,
+        g.nodes[node]["tried"].get(strategy, 0),
+        tuple(path) if path is not None else tuple(path_to(g, node)),
+    )
+
+
+def _pairs(
+    g: nx.DiGraph,
+    strategies: Mapping[str, int],
+    max_depth: int | None,
+) -> list[tuple[str, str]]:
+    nodes = sorted(g.nodes, key=lambda n: g.nodes[n]["order"])
+    return [(n, s) for n in nodes for s in _untried(g, n, strategies, max_depth)]
+
+
+def _score(g: nx.DiGraph, n: str) -> float:
+    s = g.nodes[n].get("score")
+    return -1.0 if s is None else float(s)
+
+
+def bfs(
+    g: nx.DiGraph,
+    rng: random.Random,
+    *,
+    strategies: Mapping[str, int],
+    max_depth: int | None = None,
+) -> Choice | None:
+    """Breadth-first: shallowest node first, then the earlier found; strategies in config order."""
+    pairs = _pairs(g, strategies, max_depth)
+    if not pairs:
+        return None
+    n, s = min(pairs, key=lambda p: (g.nodes[p[0]]["depth"], g.nodes[p[0]]["order"]))
+    return _choice(g, n, s)
+
+
+def best_first(
+    g: nx.DiGraph,
+    rng: random.Random,
+    *,
+    strategies: Mapping[str, int],
+    max_depth: int | None = None,
+) -> Choice | None:
+    """Greedy: the highest-scoring node with something left to try (ties: earlier found)."""
+    pairs = _pairs(g, strategies, max_depth)
+    if not pairs:
+        return None
+    n, s = min(pairs, key=lambda p: (-_score(g, p[0]), g.nodes[p[0]]["order"]))
+    return _choice(g, n, s)
+
+
+def beam(
+    g: nx.DiGraph,
+    rng: random.Random,
+    *,
+    strategies: Mapping[str, int],
+    max_depth: int | None = None,
+    width: int = 2,
+) -> Choice | None:
+    """Beam search: layer by layer, expand only the ``width`` best nodes of each depth."""
+    root = root_of(g)
+    layer = [root]
+    while layer:
+        ranked = sorted(layer, key=lambda n: (-_score(g, n), g.nodes[n]["order"]))[:width]
+        for n in ranked:
+            untried = _untried(g, n, strategies, max_depth)
+            if untried:
+                return _choice(g, n, untried[0])
+        nxt = {
+            c
+            for n in ranked
+            for c in g.successors(n)
+            if g.nodes[c]["depth"] == g.nodes[n]["depth"] + 1
+        }
+        layer = sorted(nxt, key=lambda n: g.nodes[n]["order"])
+    return None
+
+
+def random_policy(
+    g: nx.DiGraph,
+    rng: random.Random,
+    *,
+    strategies: Mapping[str, int],
+    max_depth: int | None = None,
+) -> Choice | None:
+    """Uniformly random over every (node, untried strategy) pair: the baseline."""
+    pairs = _pairs(g, strategies, max_depth)
+    if not pairs:
+        return None
+    n, s = pairs[rng.randrange(len(pairs))]
+    return _choice(g, n, s)
+
+
+def mcts(
+    g: nx.DiGraph,
+    rng: random.Random,
+    *,
+    strategies: Mapping[str, int],
+    max_depth: int | None = None,
+    c: float = 1.4,
+    pw_k: float = 1.0,
+    pw_alpha: float = 0.5,
+) -> Choice | None:
+    """UCT from the root, reward = score in [0, 1].
+
+    A node is expanded while it has untried strategies and, for sampled strategies (``samples >
+    1``), while progressive widening allows another child: ``attempts < ceil(pw_k *
+    visits**pw_alpha)``. Otherwise descend to the child maximising ``Q + c*sqrt(ln N / n)``.
+    """
+    sampled = any(v > 1 for v in strategies.values())
+    exhausted: dict[str, bool] = {}
+
+    def is_exhausted(n: str, seen: frozenset[str]) -> bool:
+        if n in exhausted:
+            return exhausted[n]
+        if _untried(g, n, strategies, max_depth):
+            exhausted[n] = False
+            return False
+        kids = [k for k in g.successors(n) if k not in seen]
+        result = all(is_exhausted(k, seen | {n}) for k in kids)
+        exhausted[n] = result
+        return result
+
+    node = root_of(g)
+    path = [node]
+    while True:
+        d = g.nodes[node]
+        untried = _untried(g, node, strategies, max_depth)
+        attempts = sum(d["tried"].values())
+        allowed = math.ceil(pw_k * max(d["visits"], 1) ** pw_alpha) if sampled else math.inf
+        kids = [
+            k for k in g.successors(node) if k not in path and not is_exhausted(k, frozenset(path))
+        ]
+        if untried and (attempts < allowed or not kids):
+            # Least-tried first, config order among equals: sampled strategies spread out.
+            s = min(untried, key=lambda s: (d["tried"].get(s, 0), list(strategies).index(s)))
+            return _choice(g, node, s, path)
+        if not kids:
+            return None if node == root_of(g) else _restart(g, rng, strategies, max_depth)
+        parent_visits = max(d["visits"], 1)
+
+        def uct(k: str, parent_visits: int = parent_visits) -> tuple[float, int]:
+            kd = g.nodes[k]
+            if kd["visits"] == 0:
+                return (math.inf, -kd["order"])
+            q = kd["value_sum"] / kd["visits"]
+            return (q + c * math.sqrt(math.log(parent_visits) / kd["visits"]), -kd["order"])
+
+        node = max(sorted(kids, key=lambda k: g.nodes[k]["order"]), key=uct)
+        path.append(node)
+
+
+def _restart(
+    g: nx.DiGraph, rng: random.Random, strategies: Mapping[str, int], max_depth: int | None
+) -> Choice | None:
+    # The UCT walk ended in an exhausted corner (possible through transpositions): fall back to
+    # the best node that still has something to try, so the budget is not wasted.
+    return best_first(g, rng, strategies=strategies, max_depth=max_depth)
+
+
+POLICIES: dict[str, Policy] = {
+    "bfs": bfs,
+    "best_first": best_first,
+    "beam": beam,
+    "mcts": mcts,
+    "random": random_policy,
+}
+POLICY_PARAMS: dict[str, tuple[str, ...]] = {
+    "bfs": (),
+    "best_first": (),
+    "beam": ("width",),
+    "mcts": ("c", "pw_k", "pw_alpha"),
+    "random": (),
+}
+
+
+def make_policy(name: str, **params: float) -> Policy:
+    """The policy ``name`` with its hyper-parameters bound (``functools.partial``)."""
+    if name not in POLICIES:
+        raise KeyError(name)
+    unknown = set(params) - set(POLICY_PARAMS[name])
+    if unknown:
+        raise TypeError(
+            f"policy {name!r} takes {list(POLICY_PARAMS[name]) or 'no parameters'}, "
+            f"not {sorted(unknown)}"
+        )
+    return partial(POLICIES[name], **params)

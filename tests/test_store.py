@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import clean_git_env, run_git, tree_digest
 
 import treesearch.store
-from conftest import clean_git_env, run_git, tree_digest
 from treesearch.errors import (
     CaptureError,
     MaterializeError,
@@ -228,7 +228,11 @@ def test_user_repo_git_folder_is_byte_identical_after_captures_edits_restores(
     assert a.tree == store.capture().tree
     # Nothing was added to the workspace: exactly the user's paths, no temp files.
     assert sorted(p.name for p in workspace.iterdir()) == [
-        ".git", "README.md", "src", "staged.txt", "untracked.txt"
+        ".git",
+        "README.md",
+        "src",
+        "staged.txt",
+        "untracked.txt",
     ]
 
 
@@ -303,8 +307,13 @@ def hostile_git_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     marker = tmp_path / "hostile-marker"
     hooks = tmp_path / "hooks"
     hooks.mkdir()
-    for name in ("pre-commit", "post-commit", "post-checkout", "reference-transaction",
-                 "post-index-change"):
+    for name in (
+        "pre-commit",
+        "post-commit",
+        "post-checkout",
+        "reference-transaction",
+        "post-index-change",
+    ):
         h = hooks / name
         h.write_text(f"#!/bin/sh\necho {name} >> {marker}\n")
         h.chmod(0o755)
@@ -318,7 +327,8 @@ def hostile_git_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     excludes = tmp_path / "global-excludes"
     excludes.write_text("*.txt\n*.py\n")
     cfg = tmp_path / "gitconfig"
-    cfg.write_text(textwrap.dedent(f"""\
+    cfg.write_text(
+        textwrap.dedent(f"""\
         [core]
             autocrlf = true
             eol = crlf
@@ -326,7 +336,7 @@ def hostile_git_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             hooksPath = {hooks}
             fsmonitor = {fsmon}
             excludesFile = {excludes}
-            attributesFile = {tmp_path / 'global-attributes'}
+            attributesFile = {tmp_path / "global-attributes"}
         [commit]
             gpgSign = true
         [gpg]
@@ -339,7 +349,8 @@ def hostile_git_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             clean = sh -c 'echo CLEANED; echo lfs >> {marker}'
             smudge = sh -c 'echo SMUDGED; echo lfs >> {marker}'
             required = true
-        """))
+        """)
+    )
     (tmp_path / "global-attributes").write_text("* text eol=crlf\n")
     for var in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"):
         monkeypatch.setenv(var, str(cfg))
@@ -354,8 +365,9 @@ def hostile_git_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return marker
 
 
-@pytest.mark.parametrize("attributes", [HOSTILE_ATTRIBUTES, "* text eol=crlf\n", "* ident\n",
-                                        "* filter=lfs -text\n"])
+@pytest.mark.parametrize(
+    "attributes", [HOSTILE_ATTRIBUTES, "* text eol=crlf\n", "* ident\n", "* filter=lfs -text\n"]
+)
 def test_round_trip_is_byte_exact_under_hostile_attributes_and_git_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attributes: str, write
 ) -> None:
@@ -396,8 +408,16 @@ def test_round_trip_of_modes_links_odd_names_and_empty_things(
     workspace: Path, home: Path, write
 ) -> None:
     odd = [
-        "with space.txt", "new\nline.txt", "-leading-dash", "--help", ":(glob)magic", ":x",
-        os.fsdecode(b"latin1-\xe9.txt"), os.fsdecode(b"\xff\xfe-bytes"), "tab\there", "*star?",
+        "with space.txt",
+        "new\nline.txt",
+        "-leading-dash",
+        "--help",
+        ":(glob)magic",
+        ":x",
+        os.fsdecode(b"latin1-\xe9.txt"),
+        os.fsdecode(b"\xff\xfe-bytes"),
+        "tab\there",
+        "*star?",
     ]
     for name in odd:
         write(workspace, name, f"content of {name!r}\n")
@@ -735,7 +755,8 @@ def test_live_lock_is_waited_for_then_times_out_with_clear_error(
     ShadowStore.open(workspace, home=home)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD_LOCK, str(workspace), str(home), "3"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
@@ -775,8 +796,12 @@ def test_two_processes_capturing_and_restoring_same_workspace(
     write(workspace, "shared.txt", "shared\n")
     ShadowStore.open(workspace, home=home).capture()
     procs = [
-        subprocess.Popen([sys.executable, "-c", WORKER, str(workspace), str(home), who],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(workspace), str(home), who],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for who in ("p1", "p2")
     ]
     for p in procs:
@@ -810,8 +835,12 @@ def test_open_completes_a_restore_interrupted_after_partial_writes(
     # Forge the state of a restore to "new" killed half-way: journal written, some files done,
     # one temp file left behind.
     token = "deadbeef"
-    journal = {"token": token, "target": new.commit, "safety": old.commit,
-               "writes": [f"f{i}.txt" for i in range(20)] + ["added.txt"]}
+    journal = {
+        "token": token,
+        "target": new.commit,
+        "safety": old.commit,
+        "writes": [f"f{i}.txt" for i in range(20)] + ["added.txt"],
+    }
     (store.path / "journal.json").write_text(json.dumps(journal))
     for i in range(7):
         write(workspace, f"f{i}.txt", f"new {i}\n")
@@ -877,7 +906,10 @@ def test_sigkill_at_random_points_leaves_store_clean_and_workspace_whole(
         before = tree_digest(ws)
         child = subprocess.Popen(
             [sys.executable, "-c", KILL_CHILD, str(ws), str(home), operation, b.commit],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
             start_new_session=True,
         )
         assert child.stdout is not None and child.stdin is not None
@@ -906,8 +938,14 @@ def test_sigkill_at_random_points_leaves_store_clean_and_workspace_whole(
 
 
 def test_errors_are_treesearch_errors() -> None:
-    for cls in (CaptureError, RestoreError, RefError, StoreLocationError, StoreLockedError,
-                MaterializeError):
+    for cls in (
+        CaptureError,
+        RestoreError,
+        RefError,
+        StoreLocationError,
+        StoreLockedError,
+        MaterializeError,
+    ):
         assert issubclass(cls, TreesearchError)
 
 
@@ -919,7 +957,12 @@ def test_store_environment_is_never_exported(workspace: Path, home: Path, write)
     store.diff("last")
     assert dict(os.environ) == before
     # An agent's own git in the workspace still sees no repository of ours.
-    proc = subprocess.run(["git", "rev-parse", "--git-dir"], cwd=workspace,
-                          env=clean_git_env(GIT_CEILING_DIRECTORIES=str(workspace.parent)),
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["git", "rev-parse", "--git-dir"],
+        cwd=workspace,
+        env=clean_git_env(GIT_CEILING_DIRECTORIES=str(workspace.parent)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode != 0

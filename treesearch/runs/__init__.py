@@ -48,7 +48,9 @@ def read_events(path: Path) -> EventLog:
     try:
         raw = path.read_bytes()
     except FileNotFoundError as exc:
-        raise RunError(f"{path} is missing: not a run directory (or the run never started)") from exc
+        raise RunError(
+            f"{path} is missing: not a run directory (or the run never started)"
+        ) from exc
     lines = raw.split(b"\n")
     for i, line in enumerate(lines, 1):
         if not line.strip():
@@ -64,8 +66,10 @@ def read_events(path: Path) -> EventLog:
             dropped.append(i)
     if dropped and dropped != [len(lines) - (1 if raw.endswith(b"\n") else 0)]:
         bad = ", ".join(map(str, dropped[:5]))
-        raise RunError(f"{path} is damaged at line(s) {bad} (not only a torn last line); "
-                       "the run cannot be resumed safely")
+        raise RunError(
+            f"{path} is damaged at line(s) {bad} (not only a torn last line); "
+            "the run cannot be resumed safely"
+        )
     return EventLog(events, dropped)
 
 
@@ -82,8 +86,10 @@ class RunDir:
         try:
             path.mkdir(parents=True, exist_ok=False)
         except FileExistsError as exc:
-            raise RunError(f"run directory {path} already exists: choose another run id, or "
-                           f"`treesearch resume {path}`") from exc
+            raise RunError(
+                f"run directory {path} already exists: choose another run id, or "
+                f"`treesearch resume {path}`"
+            ) from exc
         (path / "transcripts").mkdir()
         (path / "tests").mkdir()
         run = cls(path)
@@ -93,8 +99,10 @@ class RunDir:
     @classmethod
     def open(cls, path: Path) -> RunDir:
         if not (path / "events.jsonl").is_file() or not (path / "config.yaml").is_file():
-            raise RunError(f"{path} is not a run directory (no events.jsonl/config.yaml): give "
-                           "a folder made by `treesearch run`")
+            raise RunError(
+                f"{path} is not a run directory (no events.jsonl/config.yaml): give "
+                "a folder made by `treesearch run`"
+            )
         return cls(path)
 
     def config(self) -> dict[str, Any]:
@@ -112,7 +120,8 @@ class RunDir:
         """Append one event and flush it to the OS (survives a SIGKILL of this process)."""
         if self._events is None:
             self._repair_torn_tail()
-            self._events = open(self.path / "events.jsonl", "a", encoding="utf-8")
+            # Held open for the run's lifetime (closed by close()): one open per run, not per event.
+            self._events = open(self.path / "events.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         self._events.write(json.dumps(event, sort_keys=True, ensure_ascii=True) + "\n")
         self._events.flush()
 

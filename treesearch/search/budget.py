@@ -51,6 +51,7 @@ def exhausted(budget: Budget, used: Usage) -> str | None:
 
 def remaining(budget: Budget, used: Usage) -> dict[str, float | None]:
     """What is left of each limit (``None``: unlimited)."""
+
     def left(limit: float | None, spent: float) -> float | None:
         return None if limit is None else max(limit - spent, 0)
 

@@ -1153,7 +1153,10 @@ class ShadowStore:
             FileChange(path, status, om, nm, *counts.get(path, (0, 0, False)))
             for path, (status, om, nm) in sorted(raw.items())
         )
-        patch, truncated = self._patch(ta, tb, max_patch_bytes)
+        if max_patch_bytes <= 0:
+            patch, truncated = "", bool(files)
+        else:
+            patch, truncated = self._patch(ta, tb, max_patch_bytes)
         return Diff(ta, tb, files, patch, truncated)
 
     def _patch(self, ta: str, tb: str, cap: int) -> tuple[str, bool]:

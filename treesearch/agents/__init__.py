@@ -1,0 +1,325 @@
+"""Agents: one protocol, a registry keyed by ``kind``, and the built-in strategies.
+
+An agent gets an ``AgentContext`` (the session that binds conversation and workspace, the task,
+the test feedback so far, ``max_steps``, a ``timeout``, a seeded RNG) and ``run(ctx)`` returns an
+``AgentResult``. Agents act on the workspace through ``ctx.session`` steps, so every change is a
+recorded, restorable state.
+
+Agents are built from config dicts (``build_agent({"kind": "scripted", "steps": [...]})``); the
+registry maps each ``kind`` to a factory or a dotted path (``register_agent``). Built-ins:
+
+- ``scripted``: a fixed list of shell commands, file writes and replacements (deterministic; the
+  test double of the project and a real agent);
+- ``patch``: applies unified diffs (pure Python, all-or-nothing per patch);
+- ``command``: runs an external agent CLI in the workspace under the sandbox's timeout and limits;
+- ``python``: calls ``module:function`` with the context.
+
+Failure policy (``run_agent``, which the search controller uses to run any agent): an agent that
+raises, returns something else than an ``AgentResult``, runs past its timeout, or fails a step
+(e.g. a file tool given ``../x``) yields a ``failed`` result with the reason. The workspace then
+**keeps the steps the agent completed** (each is a recorded state; ``ctx.session.rewind(
+result.first_step)`` drops them) and everything else is put back: the failing step is rolled back
+and changes made outside session steps are discarded, so disk, session and store agree. After a
+non-failed run, changes made outside session steps are recorded as one extra step.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import random
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from treesearch import sandbox
+from treesearch.errors import AgentError, SessionError
+from treesearch.session import SessionDeadlineError, TransactionalSession
+from treesearch.types import TreeHash
+
+__all__ = [
+    "Agent",
+    "AgentContext",
+    "AgentCost",
+    "AgentFactory",
+    "AgentResult",
+    "AgentStatus",
+    "build_agent",
+    "check_fields",
+    "known_kinds",
+    "register_agent",
+    "resolve_dotted",
+    "run_agent",
+]
+
+
+class AgentStatus(str, enum.Enum):
+    """How an agent run ended."""
+
+    FINISHED = "finished"
+    """The agent completed its work (it believes the task is done)."""
+    GAVE_UP = "gave_up"
+    """The agent stopped on its own without a solution."""
+    LIMIT_REACHED = "limit_reached"
+    """``max_steps`` (or the agent's own budget) ran out before it finished."""
+    FAILED = "failed"
+    """The agent could not run or broke a rule (raised, timed out, a step failed, ...)."""
+
+
+@dataclass(frozen=True)
+class AgentCost:
+    """What a run cost."""
+
+    seconds: float = 0.0
+    """Wall-clock seconds."""
+    tokens_in: int = 0
+    """Model input (prompt) tokens, if the agent uses a model."""
+    tokens_out: int = 0
+    """Model output (completion) tokens."""
+
+    def __add__(self, other: AgentCost) -> AgentCost:
+        return AgentCost(
+            self.seconds + other.seconds,
+            self.tokens_in + other.tokens_in,
+            self.tokens_out + other.tokens_out,
+        )
+
+
+@dataclass
+class AgentResult:
+    """Outcome of one agent run."""
+
+    status: AgentStatus
+    """How the run ended."""
+    steps: int = 0
+    """Session steps the run added (``run_agent`` sets it from the session)."""
+    cost: AgentCost = field(default_factory=AgentCost)
+    """Seconds and tokens spent."""
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    """The agent's own events (JSON-serialisable dicts, each with an ``event`` key)."""
+    reason: str | None = None
+    """Why the run failed, gave up or hit a limit (``None`` when it simply finished)."""
+    first_step: int = 0
+    """Number of session steps before the run (``session.rewind(first_step)`` undoes the run)."""
+    tree: TreeHash | None = None
+    """Workspace tree when the run ended (set by ``run_agent``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data (status as its string value)."""
+        return {
+            "status": self.status.value,
+            "steps": self.steps,
+            "cost": {
+                "seconds": self.cost.seconds,
+                "tokens_in": self.cost.tokens_in,
+                "tokens_out": self.cost.tokens_out,
+            },
+            "transcript": self.transcript,
+            "reason": self.reason,
+            "first_step": self.first_step,
+            "tree": self.tree,
+        }
+
+
+@dataclass
+class AgentContext:
+    """Everything an agent run gets."""
+
+    session: TransactionalSession
+    """The session to act through (steps are recorded and restorable)."""
+    task: str
+    """The task text (issue statement, instructions)."""
+    feedback: tuple[str, ...] = ()
+    """Test feedback so far, oldest first (e.g. failing test summaries of earlier states)."""
+    max_steps: int = 30
+    """Most session steps the run may take."""
+    timeout: float = 600.0
+    """Wall-clock seconds for the whole run."""
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    """Seeded random source; agents draw from it only, so runs are reproducible."""
+    limits: sandbox.Limits | None = None
+    """Resource limits for processes the agent starts (``None``: the session's)."""
+    node: TreeHash | None = None
+    """Tree hash of the search node being expanded (the workspace's state at the start)."""
+    attempt: int = 0
+    """How many times this strategy was already applied to this node (sampled strategies)."""
+    history: tuple[dict[str, Any], ...] = ()
+    """The path from the root to this node, one dict per edge: ``strategy``, ``score`` (of the
+    state reached), ``summary`` (test summary), ``diffstat``."""
+    siblings: tuple[dict[str, Any], ...] = ()
+    """What earlier expansions of this same node tried: ``strategy``, ``outcome`` (new,
+    transposition, noop, failed), ``score``, ``summary`` (so a new attempt can differ)."""
+    test_spec: Any = None
+    """The search's ``treesearch.scoring.TestSpec`` (for agents that run tests themselves)."""
+    run_tests: Callable[[], str] | None = None
+    """Runs the search tests on the workspace as it is now and returns feedback text (failing
+    tests and the error tail); ``None`` when the controller offers no such tool."""
+    cache_dir: Path | None = None
+    """A folder outside the workspace where the agent may keep caches between runs (e.g. fault
+    localisation per tree hash); ``None``: no persistent cache."""
+
+    @property
+    def workspace(self) -> Path:
+        """The workspace root (the session's)."""
+        return self.session.workspace
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """A fix strategy: runs up to ``ctx.max_steps`` session steps and reports how it went."""
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        """Work on ``ctx.task`` in ``ctx.session``; should not raise (``run_agent`` guards)."""
+        ...
+
+
+AgentFactory = Callable[[Mapping[str, Any]], Agent]
+"""Builds an agent from its config (the dict without ``kind``)."""
+
+_BUILTINS: dict[str, str] = {
+    "command": "treesearch.agents.command:CommandAgent",
+    "llm": "treesearch.agents.llm:LLMAgent",
+    "mutation": "treesearch.agents.mutation:MutationAgent",
+    "patch": "treesearch.agents.patch:PatchAgent",
+    "python": "treesearch.agents.python:PythonAgent",
+    "scripted": "treesearch.agents.scripted:ScriptedAgent",
+}
+_registry: dict[str, str | AgentFactory] = dict(_BUILTINS)
+_registry_lock = threading.Lock()
+
+
+def resolve_dotted(path: str) -> Any:
+    """Import ``package.module:attr`` (or ``package.module.attr``); raises ``AgentError``."""
+    if ":" in path:
+        module_name, _, attr = path.partition(":")
+    else:
+        module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise AgentError(f"{path!r} is not a dotted path like 'package.module:name'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise AgentError(f"cannot import module {module_name!r} (from {path!r}): {exc}") from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            raise AgentError(f"module {module_name!r} has no attribute {attr!r}") from exc
+    return obj
+
+
+def register_agent(kind: str, factory: str | AgentFactory, *, replace: bool = False) -> None:
+    """Make ``kind`` buildable. ``factory``: a callable taking the config (without ``kind``) or
+    a dotted path to one, or to a class with a ``from_config(config)`` classmethod.
+
+    Registering an existing kind again raises ``AgentError`` unless ``replace``.
+    """
+    if not isinstance(kind, str) or not kind:
+        raise AgentError("register_agent: kind must be a non-empty string")
+    if not (isinstance(factory, str) or callable(factory)):
+        raise AgentError("register_agent: factory must be a callable or a dotted path string")
+    with _registry_lock:
+        if kind in _registry and not replace and _registry[kind] != factory:
+            raise AgentError(f"agent kind {kind!r} is already registered (pass replace=True)")
+        _registry[kind] = factory
+
+
+def known_kinds() -> list[str]:
+    """The registered agent kinds, sorted."""
+    with _registry_lock:
+        return sorted(_registry)
+
+
+def build_agent(config: Mapping[str, Any]) -> Agent:
+    """Build an agent from ``{"kind": ..., <fields>}``.
+
+    Raises ``AgentError`` for an unknown kind (listing the known ones) and for bad fields (naming
+    the field and what it allows).
+    """
+    if not isinstance(config, Mapping):
+        raise AgentError(f"an agent config must be a mapping, got {type(config).__name__}")
+    kind = config.get("kind")
+    with _registry_lock:
+        entry = _registry.get(kind) if isinstance(kind, str) else None
+        known = sorted(_registry)
+    if entry is None:
+        raise AgentError(f"unknown agent kind {kind!r}; known kinds: {', '.join(known)}")
+    factory: Any = resolve_dotted(entry) if isinstance(entry, str) else entry
+    fields_ = {k: v for k, v in config.items() if k != "kind"}
+    build = getattr(factory, "from_config", factory)
+    try:
+        agent = build(fields_)
+    except AgentError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise AgentError(f"agent kind {kind!r}: bad config: {exc}") from exc
+    if not isinstance(agent, Agent):
+        raise AgentError(f"agent kind {kind!r}: the factory returned {agent!r}, not an agent")
+    return agent
+
+
+def check_fields(kind: str, config: Mapping[str, Any], allowed: Mapping[str, str]) -> None:
+    """Refuse fields of ``config`` not in ``allowed`` (name -> description of allowed values)."""
+    for name in config:
+        if name not in allowed:
+            listing = "; ".join(f"{k}: {v}" for k, v in allowed.items())
+            raise AgentError(f"{kind} agent: unknown field {name!r}; allowed fields: {listing}")
+
+
+def _failed(reason: str, transcript: list[dict[str, Any]] | None = None) -> AgentResult:
+    return AgentResult(AgentStatus.FAILED, transcript=transcript or [], reason=reason)
+
+
+def run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
+    """Run ``agent`` with the guarantees of the module docstring (never raises for agent faults).
+
+    The session's time limit is set to ``ctx.timeout`` for the run; ``steps``, ``first_step``,
+    ``tree`` and (if the agent left it at 0) ``cost.seconds`` are filled in from the session.
+    """
+    session = ctx.session
+    first = len(session.steps)
+    t0 = time.monotonic()
+    try:
+        with session.time_limit(ctx.timeout):
+            result: Any = agent.run(ctx)
+        if not isinstance(result, AgentResult):
+            result = _failed(f"the agent returned {type(result).__name__}, not an AgentResult")
+    except SessionDeadlineError:
+        result = _failed(f"timed out after {ctx.timeout:g} s")
+    except Exception as exc:  # the boundary: any agent fault becomes a failed result
+        tb = traceback.format_exc(limit=20)
+        result = _failed(
+            f"the agent raised {type(exc).__name__}: {exc}",
+            [{"event": "error", "error": f"{type(exc).__name__}: {exc}", "traceback": tb}],
+        )
+    try:
+        if result.status is AgentStatus.FAILED:
+            restored = session.checkout()
+            if restored is not None:
+                result.transcript.append(
+                    {
+                        "event": "restored",
+                        "tree": session.tree,
+                        "note": "changes outside recorded steps were discarded",
+                    }
+                )
+        else:
+            step = session.capture_external("changes the agent made outside session steps")
+            if step is not None:
+                result.transcript.append(
+                    {"event": "captured", "step": step.index, "stat": step.diff.stat}
+                )
+    except SessionError as exc:
+        result.status = AgentStatus.FAILED
+        result.reason = f"{result.reason + '; ' if result.reason else ''}{exc}"
+    elapsed = time.monotonic() - t0
+    if result.cost.seconds <= 0:
+        result.cost = AgentCost(elapsed, result.cost.tokens_in, result.cost.tokens_out)
+    result.first_step = first
+    result.steps = len(session.steps) - first
+    result.tree = session.tree
+    return result

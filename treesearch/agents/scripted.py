@@ -1,0 +1,213 @@
+"""The ``scripted`` agent: a fixed list of actions, one session step each (deterministic).
+
+It is a real agent (the demo and the README use it) and the project's test double: it goes through
+exactly the same session tools as a model-driven agent would.
+
+Actions (one per entry of ``steps``)::
+
+    {"run": "pytest -x", "timeout": 30, "check": true}     # shell command (check: exit 0 required)
+    {"write": "src/a.py", "content": "..."}                 # create or overwrite a file
+    {"replace": "src/a.py", "old": "x = 1", "new": "x = 2"} # exactly one match
+    {"read": "src/a.py"}                                    # read a file (an observation only)
+    {"list": "src"}                                         # list a folder
+    {"finish": "why"}                                       # stop: finished
+    {"give_up": "why"}                                      # stop: gave up
+
+Each action may carry ``"say": "..."``, the assistant text recorded with its tool call. A failing
+action ends the run as ``failed`` (its step rolled back) unless it is a ``run`` with
+``"check": false``. Running out of entries means ``finished``; running out of ``max_steps`` first
+means ``limit_reached``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from treesearch.agents import (
+    AgentContext,
+    AgentCost,
+    AgentResult,
+    AgentStatus,
+    check_fields,
+)
+from treesearch.errors import AgentError, SessionError
+from treesearch.session import SessionDeadlineError, ToolCall
+
+__all__ = ["ScriptedAgent"]
+
+_ACTIONS: dict[str, dict[str, tuple[type | tuple[type, ...], str]]] = {
+    "run": {
+        "run": (str, "a shell command (string)"),
+        "timeout": ((int, float), "seconds > 0"),
+        "check": (bool, "true (exit code 0 required, default) or false"),
+    },
+    "write": {"write": (str, "a workspace-relative path"), "content": (str, "the file text")},
+    "replace": {
+        "replace": (str, "a workspace-relative path"),
+        "old": (str, "text that occurs exactly once"),
+        "new": (str, "its replacement"),
+    },
+    "read": {"read": (str, "a workspace-relative path")},
+    "list": {"list": (str, "a workspace-relative folder")},
+    "finish": {"finish": (str, "the reason (text)")},
+    "give_up": {"give_up": (str, "the reason (text)")},
+}
+_COMMON = {"say": (str, "assistant text recorded with the call")}
+
+
+def _validate(n: int, entry: Any) -> str:
+    where = f"scripted agent: steps[{n}]"
+    if not isinstance(entry, Mapping):
+        raise AgentError(f"{where} must be a mapping, got {type(entry).__name__}")
+    actions = [k for k in entry if k in _ACTIONS]
+    if len(actions) != 1:
+        raise AgentError(
+            f"{where} must hold exactly one action of {', '.join(_ACTIONS)}; got {sorted(entry)}"
+        )
+    action = actions[0]
+    allowed = {**_ACTIONS[action], **_COMMON}
+    for key, value in entry.items():
+        if key not in allowed:
+            names = ", ".join(sorted(allowed))
+            raise AgentError(
+                f"{where}: unknown field {key!r} for a {action!r} action; allowed: {names}"
+            )
+        kind, what = allowed[key]
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise AgentError(f"{where}: field {key!r} must be {what}, got {value!r:.80}")
+    if action == "write" and "content" not in entry:
+        raise AgentError(f"{where}: a 'write' action needs 'content'")
+    if action == "replace" and not ("old" in entry and "new" in entry):
+        raise AgentError(f"{where}: a 'replace' action needs 'old' and 'new'")
+    if "timeout" in entry and entry["timeout"] <= 0:
+        raise AgentError(f"{where}: field 'timeout' must be > 0 seconds")
+    return action
+
+
+def _call(n: int, action: str, entry: Mapping[str, Any]) -> ToolCall:
+    cid = f"scripted-{n}"
+    if action == "run":
+        args: dict[str, Any] = {"command": entry["run"]}
+        if "timeout" in entry:
+            args["timeout"] = entry["timeout"]
+        return ToolCall(cid, "run", args)
+    if action == "write":
+        return ToolCall(cid, "write_file", {"path": entry["write"], "content": entry["content"]})
+    if action == "replace":
+        return ToolCall(
+            cid,
+            "replace_in_file",
+            {"path": entry["replace"], "old": entry["old"], "new": entry["new"]},
+        )
+    if action == "read":
+        return ToolCall(cid, "read_file", {"path": entry["read"]})
+    return ToolCall(cid, "list_dir", {"path": entry["list"]})
+
+
+class ScriptedAgent:
+    """Plays a fixed list of actions (see the module docstring)."""
+
+    kind = "scripted"
+
+    def __init__(
+        self,
+        steps: Sequence[Mapping[str, Any]],
+        *,
+        rollback_on_error: bool = True,
+        observation_chars: int = 2000,
+    ) -> None:
+        """``steps``: the actions; ``rollback_on_error``: undo a failing action's step on disk;
+        ``observation_chars``: how much of each observation goes into the transcript."""
+        self._actions = [(_validate(n, e), dict(e)) for n, e in enumerate(steps)]
+        self.rollback_on_error = rollback_on_error
+        self.observation_chars = observation_chars
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> ScriptedAgent:
+        """Build from ``{"steps": [...], "rollback_on_error": true, "observation_chars": 2000}``."""
+        check_fields(
+            "scripted",
+            config,
+            {
+                "steps": "a list of actions (run/write/replace/read/list/finish/give_up)",
+                "rollback_on_error": "true (default) or false",
+                "observation_chars": "an integer > 0 (transcript excerpt length)",
+            },
+        )
+        steps = config.get("steps")
+        if not isinstance(steps, list):
+            raise AgentError(
+                f"scripted agent: field 'steps' must be a list of actions, got {steps!r:.80}"
+            )
+        rollback = config.get("rollback_on_error", True)
+        if not isinstance(rollback, bool):
+            raise AgentError("scripted agent: field 'rollback_on_error' must be true or false")
+        chars = config.get("observation_chars", 2000)
+        if not isinstance(chars, int) or isinstance(chars, bool) or chars <= 0:
+            raise AgentError("scripted agent: field 'observation_chars' must be an integer > 0")
+        return cls(steps, rollback_on_error=rollback, observation_chars=chars)
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        """Play the actions as session steps."""
+        t0 = time.monotonic()
+        transcript: list[dict[str, Any]] = []
+        used = 0
+
+        def done(status: AgentStatus, reason: str | None = None) -> AgentResult:
+            return AgentResult(status, used, AgentCost(time.monotonic() - t0), transcript, reason)
+
+        for n, (action, entry) in enumerate(self._actions):
+            if action in ("finish", "give_up"):
+                transcript.append({"event": action, "entry": n, "reason": entry[action]})
+                status = AgentStatus.FINISHED if action == "finish" else AgentStatus.GAVE_UP
+                return done(status, entry[action] or None)
+            if used >= ctx.max_steps:
+                return done(
+                    AgentStatus.LIMIT_REACHED,
+                    f"max_steps={ctx.max_steps} reached "
+                    f"with {len(self._actions) - n} action(s) left",
+                )
+            check = bool(entry.get("check", True))
+            call = _call(n, action, entry)
+            try:
+                step = ctx.session.step(
+                    [call],
+                    content=entry.get("say"),
+                    rollback_on_error=self.rollback_on_error and check,
+                )
+            except SessionDeadlineError:
+                return done(AgentStatus.FAILED, f"timed out after {ctx.timeout:g} s")
+            except SessionError as exc:
+                transcript.append({"event": "error", "entry": n, "error": str(exc)})
+                return done(AgentStatus.FAILED, f"action {n} ({action}): {exc}")
+            used += 1
+            obs = step.observations[0]
+            transcript.append(
+                {
+                    "event": "step",
+                    "entry": n,
+                    "action": action,
+                    "arguments": call.arguments,
+                    "step": step.index,
+                    "ok": obs.ok,
+                    "observation": obs.content[: self.observation_chars],
+                    "rolled_back": step.rolled_back,
+                    "diff": step.diff.name_status,
+                }
+            )
+            if not obs.ok and check:
+                first = obs.content.splitlines()[0] if obs.content else obs.error
+                if obs.error == "timeout":
+                    first = f"timed out ({first})"
+                return done(
+                    AgentStatus.FAILED,
+                    f"action {n} ({action} {_target(entry, action)}) failed: {first}",
+                )
+        return done(AgentStatus.FINISHED)
+
+
+def _target(entry: Mapping[str, Any], action: str) -> str:
+    value = str(entry.get(action, ""))
+    return repr(value if len(value) <= 60 else value[:57] + "...")

@@ -1,0 +1,279 @@
+"""Search configuration: YAML (plus ``-c key.path=value`` overrides) into typed, validated values.
+
+Sections: ``workspace``, ``store``, ``task``, ``strategies`` (each a named agent config with a
+``kind``), ``scoring``, ``search``, ``output``. Every error names the file, the key path and what
+is allowed. Relative paths in ``workspace.path`` are resolved against the config file's folder.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from treesearch.errors import AgentError, ConfigError
+
+DEFAULT_EXCLUDES = ("__pycache__/", ".pytest_cache/", "*.pyc", ".coverage", ".coverage.*")
+STRATEGY_KEYS = ("max_steps", "timeout", "samples", "description")
+"""Strategy-level keys the controller uses; the rest of a strategy's mapping configures its agent."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WorkspaceConfig(_Model):
+    path: str
+    """The project folder (relative paths: from the config file's folder)."""
+    copy_: bool = Field(False, alias="copy")
+    """Search a fresh temporary copy instead of the folder itself (the demo does)."""
+    source: str | None = None
+    """Set in a run's resolved config: the folder the searched copy was made from."""
+
+
+class StoreConfig(_Model):
+    home: str | None = None
+    """Store home (default: $TREESEARCH_HOME or ~/.cache/treesearch)."""
+    excludes: tuple[str, ...] = DEFAULT_EXCLUDES
+    max_file_bytes: int | None = Field(None, gt=0)
+    respect_gitignore: bool = True
+
+
+class BudgetConfig(_Model):
+    expansions: int | None = Field(20, ge=0)
+    test_runs: int | None = Field(None, ge=0)
+    wall_seconds: float | None = Field(None, gt=0)
+    tokens: int | None = Field(None, ge=0)
+    max_depth: int | None = Field(None, ge=0)
+
+
+class SearchConfig(_Model):
+    policy: Literal["bfs", "best_first", "beam", "mcts", "random"] = "best_first"
+    params: dict[str, float] = Field(default_factory=dict)
+    """Policy hyper-parameters: beam ``width``; mcts ``c``, ``pw_k``, ``pw_alpha``."""
+    seed: int = 0
+    steps: int = Field(10, ge=1)
+    """Default agent steps per expansion (a strategy's ``max_steps`` overrides it)."""
+    agent_timeout: float = Field(600.0, gt=0)
+    """Default wall seconds per agent run (a strategy's ``timeout`` overrides it)."""
+    stop_on_perfect: bool = True
+    budget: BudgetConfig = BudgetConfig()
+
+
+class OutputConfig(_Model):
+    runs_dir: str = "runs"
+    run_id: str | None = None
+    instance_id: str = "treesearch"
+    model_name: str = "treesearch"
+
+
+class ScoringConfig(_Model):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    search_tests: dict[str, Any] = Field(default_factory=dict)
+    grade_tests: dict[str, Any] | None = None
+    score: Any = "pass_fraction"
+    grade_score: Any = None
+
+
+class Config(_Model):
+    """A whole search configuration (validated)."""
+
+    workspace: WorkspaceConfig
+    store: StoreConfig = StoreConfig()
+    task: str = "Make the failing tests pass."
+    strategies: dict[str, dict[str, Any]]
+    scoring: ScoringConfig = ScoringConfig()
+    search: SearchConfig = SearchConfig()
+    output: OutputConfig = OutputConfig()
+
+    @field_validator("strategies")
+    @classmethod
+    def _non_empty(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        if not v:
+            raise ValueError("at least one strategy is needed")
+        return v
+
+
+class LoadedConfig:
+    """A validated config, the raw mapping it came from, and where it came from."""
+
+    def __init__(self, config: Config, raw: dict[str, Any], source: str, base_dir: Path) -> None:
+        self.config = config
+        self.raw = raw
+        self.source = source
+        self.base_dir = base_dir
+
+    def workspace_path(self) -> Path:
+        p = Path(self.config.workspace.path).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``a.b.c=value`` -> (["a", "b", "c"], value parsed as YAML)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override {text!r} must look like key.path=value (e.g. search.seed=3)")
+    parts = [p for p in key.strip().split(".")]
+    if any(not p for p in parts):
+        raise ConfigError(f"override {text!r} has an empty key part")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value
+    return parts, parsed
+
+
+def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Merge ``-c key.path=value`` overrides on top of ``raw`` (recursively; returns a copy)."""
+    out = copy.deepcopy(raw)
+    for text in overrides:
+        parts, value = parse_override(text)
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                raise ConfigError(
+                    f"override {text!r}: {'.'.join(parts[: i + 1])} is not a "
+                    "mapping, cannot set a key below it"
+                )
+            node = nxt
+        if isinstance(value, dict) and isinstance(node.get(parts[-1]), dict):
+            node[parts[-1]] = _merge(node[parts[-1]], value)
+        else:
+            node[parts[-1]] = value
+    return out
+
+
+def _merge(a: dict[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> LoadedConfig:
+    """Read, merge and validate a YAML config file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {p}: {exc.strerror}") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"{p}: the top level must be a mapping with sections workspace, "
+            "strategies, scoring, search, output"
+        )
+    return validate(apply_overrides(raw, overrides), source=str(p), base_dir=p.parent.resolve())
+
+
+def validate(raw: Mapping[str, Any], *, source: str, base_dir: Path) -> LoadedConfig:
+    """Validate a config mapping; ``source`` names it in errors."""
+    try:
+        cfg = Config.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_format(exc, source)) from None
+    for name, strat in cfg.strategies.items():
+        _check_strategy(name, strat, source)
+    _check_scoring(cfg, source)
+    _check_policy_params(cfg, source)
+    return LoadedConfig(cfg, dict(raw), source, base_dir)
+
+
+def _format(exc: ValidationError, source: str) -> str:
+    msgs = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+            parent = err["loc"][:-1]
+            allowed = _allowed_keys(parent)
+            if allowed:
+                msg += f" (allowed: {', '.join(allowed)})"
+        elif err["type"] == "literal_error":
+            msg = f"{msg}"
+        elif err["type"] == "missing":
+            msg = "missing (required)"
+        msgs.append(f"{source}: {loc}: {msg}")
+    more = len(exc.errors()) - 5
+    return "; ".join(msgs) + (f"; and {more} more" if more > 0 else "")
+
+
+def _allowed_keys(loc: Sequence[Any]) -> list[str]:
+    model: Any = Config
+    for part in loc:
+        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        if field is None:
+            return []
+        model = field.annotation
+    if not hasattr(model, "model_fields"):
+        return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _check_strategy(name: str, strat: Mapping[str, Any], source: str) -> None:
+    from treesearch.agents import build_agent, known_kinds
+
+    where = f"{source}: strategies.{name}"
+    if not isinstance(strat, Mapping):
+        raise ConfigError(
+            f"{where}: must be a mapping with a 'kind' (one of {', '.join(known_kinds())})"
+        )
+    kind = strat.get("kind")
+    if kind not in known_kinds():
+        raise ConfigError(
+            f"{where}.kind: unknown agent kind {kind!r} (known kinds: {', '.join(known_kinds())})"
+        )
+    for key, kind_of, check in (
+        ("max_steps", int, lambda v: v >= 1),
+        ("samples", int, lambda v: v >= 1),
+        ("timeout", (int, float), lambda v: v > 0),
+    ):
+        if key in strat and (
+            not isinstance(strat[key], kind_of)
+            or isinstance(strat[key], bool)
+            or not check(strat[key])
+        ):
+            raise ConfigError(f"{where}.{key}: must be a positive number, got {strat[key]!r}")
+    try:
+        build_agent(agent_config(strat))
+    except AgentError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def agent_config(strat: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a strategy mapping that configures its agent."""
+    return {k: v for k, v in strat.items() if k not in STRATEGY_KEYS}
+
+
+def _check_scoring(cfg: Config, source: str) -> None:
+    from treesearch.scoring import Scorer
+
+    try:
+        Scorer.from_config(cfg.scoring.model_dump(), source, where="scoring")
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any scoring setup problem is a config problem
+        raise ConfigError(f"{source}: scoring: {exc}") from None
+
+
+def _check_policy_params(cfg: Config, source: str) -> None:
+    from treesearch.search.policies import POLICY_PARAMS
+
+    allowed = POLICY_PARAMS[cfg.search.policy]
+    for key in cfg.search.params:
+        if key not in allowed:
+            raise ConfigError(
+                f"{source}: search.params.{key}: not a parameter of policy "
+                f"{cfg.search.policy!r} (allowed: {', '.join(allowed) or 'none'})"
+            )

@@ -1,0 +1,754 @@
+"""Run processes and touch files on behalf of agents, within bounds.
+
+Two halves:
+
+* ``run`` starts a command in its own session (so its own process group), feeds it optional
+  input, keeps the first and last part of each output stream, enforces a wall-clock timeout and
+  optional resource limits, and leaves no member of the group behind when it returns.
+* ``read_file``, ``write_file``, ``replace_in_file`` and ``list_dir`` are the file tools agents
+  use. Every path is relative to a workspace root and is checked by ``resolve_in_workspace``: no
+  absolute paths, no ``..``, no symlink hop that leaves the workspace, nothing inside a ``.git``
+  folder. Writes never go through a symlink, even one that stays inside the workspace, and replace
+  files atomically.
+
+POSIX only. The module never prints.
+
+Errors, one rule for ``run``: problems with *where* to run (a missing or non-folder ``cwd``, bad
+arguments, limits the system refuses) raise ``SandboxError``; problems with *what* to run (a
+missing or non-executable program) are the command's own failure and come back as a
+``ProcessResult`` with ``exit_code=None`` and the reason in ``stderr``, like a shell's exit 127.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import os
+import resource
+import secrets
+import selectors
+import signal
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeAlias
+
+from treesearch.errors import PathEscapeError, SandboxError, ToolError
+from treesearch.types import ProcessResult
+
+__all__ = [
+    "Limits",
+    "list_dir",
+    "read_file",
+    "replace_in_file",
+    "resolve_in_workspace",
+    "run",
+    "write_file",
+]
+
+StrPath: TypeAlias = "str | os.PathLike[str]"
+
+_READ_CHUNK = 64 * 1024
+_STDIN_CHUNK = 64 * 1024
+# How long run() keeps reading after the group is gone: enough to collect what is still buffered
+# in the pipes, short enough that a process which escaped the group (setsid) while holding the
+# pipe open cannot hang the caller.
+_DRAIN_SECONDS = 1.0
+_GRACE_POLL_SECONDS = 0.02
+_MAX_SYMLINK_HOPS = 40
+
+
+# --- processes ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits set with ``setrlimit`` in the child; ``None`` keeps the inherited limit.
+
+    A limit above the inherited hard limit is lowered to it. The limits apply to each process of
+    the command separately (that is how rlimits work), not to the group as a whole.
+    """
+
+    cpu_seconds: int | None = None
+    """CPU seconds (``RLIMIT_CPU``); then SIGXCPU, and SIGKILL one second later."""
+    memory_bytes: int | None = None
+    """Address-space bytes (``RLIMIT_AS``); allocations beyond fail. Not enforced on macOS."""
+    file_size_bytes: int | None = None
+    """Largest file the process may write, in bytes (``RLIMIT_FSIZE``); beyond: SIGXFSZ/EFBIG."""
+    open_files: int | None = None
+    """Highest file descriptor number plus one (``RLIMIT_NOFILE``)."""
+
+    def __post_init__(self) -> None:
+        for name in ("cpu_seconds", "memory_bytes", "file_size_bytes", "open_files"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                raise SandboxError(
+                    f"Limits.{name} must be a non-negative int or None, not {value!r}"
+                )
+
+    def _rlimits(self) -> list[tuple[int, int, int]]:
+        """``(resource, soft, hard)`` triples, clamped to this process's hard limits."""
+        wanted: list[tuple[int, int | None, int]] = [
+            # The extra second lets a process catch SIGXCPU before the hard limit's SIGKILL.
+            (resource.RLIMIT_CPU, self.cpu_seconds, 1),
+            (resource.RLIMIT_AS, self.memory_bytes, 0),
+            (resource.RLIMIT_FSIZE, self.file_size_bytes, 0),
+            (resource.RLIMIT_NOFILE, self.open_files, 0),
+        ]
+        triples = []
+        for res, value, slack in wanted:
+            if value is None:
+                continue
+            _, hard_now = resource.getrlimit(res)
+            soft, hard = value, value + slack
+            if hard_now != resource.RLIM_INFINITY:
+                soft, hard = min(soft, hard_now), min(hard, hard_now)
+            triples.append((res, soft, hard))
+        return triples
+
+
+class _Capture:
+    """Keeps the first ``head_limit`` and the last ``tail_limit`` bytes of a stream."""
+
+    def __init__(self, limit: int) -> None:
+        self.head_limit = limit // 2
+        self.tail_limit = limit - self.head_limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def feed(self, data: bytes) -> None:
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if not data:
+            return
+        if len(data) >= self.tail_limit:
+            self.dropped += len(self.tail) + len(data) - self.tail_limit
+            self.tail = bytearray(data[len(data) - self.tail_limit :])
+            return
+        self.tail += data
+        excess = len(self.tail) - self.tail_limit
+        if excess > 0:
+            del self.tail[:excess]
+            self.dropped += excess
+
+    def text(self) -> str:
+        if not self.dropped:
+            return bytes(self.head + self.tail).decode("utf-8", errors="replace")
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        return f"{head}\n[... {self.dropped} bytes dropped ...]\n{tail}"
+
+
+def run(
+    cmd: str | Sequence[str],
+    cwd: StrPath,
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    limits: Limits | None = None,
+    stdin: bytes | str | None = None,
+    output_limit: int = 64 * 1024,
+    kill_grace: float = 2.0,
+) -> ProcessResult:
+    """Run ``cmd`` in ``cwd`` in a new session and return its result; never leaves processes behind.
+
+    Args:
+        cmd: a shell command line (run with ``/bin/sh -c``) or an argument vector (no shell).
+        cwd: folder to run in; must exist.
+        timeout: wall-clock seconds before the whole process group is ended: SIGTERM to the
+            group, then SIGKILL to what is left of it after ``kill_grace`` seconds (sooner when
+            every member has exited; that check needs ``/proc``, elsewhere the full grace runs).
+        env: the complete environment of the child; ``None`` inherits this process's environment.
+        limits: resource limits for the child (``None``: inherited limits).
+        stdin: input to feed (``str`` is encoded as UTF-8); ``None`` connects ``/dev/null``, so
+            a command that reads its input never waits for a terminal.
+        output_limit: bytes kept of each of stdout and stderr: the first half and the last half,
+            with a ``[... N bytes dropped ...]`` line between them. Memory use stays bounded
+            whatever the command prints.
+        kill_grace: seconds between SIGTERM and SIGKILL on timeout.
+
+    Group members still running when the main process exits normally are killed with SIGKILL.
+    A process that left the group (``setsid``) cannot be reached; if it keeps an output pipe
+    open, reading stops about a second after the group is gone.
+
+    Raises:
+        SandboxError: ``cwd`` is not a folder, an argument is invalid, or the limits could not be
+            applied. A program that cannot be started is not an error: the result has
+            ``exit_code=None`` and the reason in ``stderr``.
+    """
+    if isinstance(cmd, str):
+        argv = ["/bin/sh", "-c", cmd]
+    else:
+        argv = [os.fspath(arg) for arg in cmd]
+        if not argv:
+            raise SandboxError("run() needs a non-empty command")
+    if not timeout > 0:
+        raise SandboxError(f"run() timeout must be positive, not {timeout!r}")
+    if output_limit < 0:
+        raise SandboxError(f"run() output_limit must be >= 0, not {output_limit!r}")
+    if kill_grace < 0:
+        raise SandboxError(f"run() kill_grace must be >= 0, not {kill_grace!r}")
+    cwd_str = os.fspath(cwd)
+    if not os.path.isdir(cwd_str):
+        raise SandboxError(f"cannot run {argv[0]!r}: working folder {cwd_str!r} does not exist")
+    stdin_data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+
+    preexec: Callable[[], None] | None = None
+    if limits is not None:
+        # Computed before the fork, so that the child only calls setrlimit.
+        preexec = functools.partial(_apply_rlimits, limits._rlimits())
+
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd_str,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=preexec,
+            close_fds=True,
+        )
+    except subprocess.SubprocessError as exc:
+        raise SandboxError(f"cannot apply limits {limits!r} to {argv[0]!r}: {exc}") from exc
+    except OSError as exc:
+        if exc.filename == cwd_str:  # the folder vanished between the check and the start
+            raise SandboxError(f"cannot run {argv[0]!r} in {cwd_str!r}: {exc.strerror}") from exc
+        return ProcessResult(
+            exit_code=None,
+            timed_out=False,
+            seconds=time.monotonic() - started,
+            stdout="",
+            stderr=f"cannot start {argv[0]!r}: {exc.strerror or exc}\n",
+        )
+    return _supervise(proc, stdin_data, started + timeout, output_limit, kill_grace, started)
+
+
+def _apply_rlimits(rlimits: list[tuple[int, int, int]]) -> None:
+    for res, soft, hard in rlimits:
+        resource.setrlimit(res, (soft, hard))
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes],
+    stdin_data: bytes | None,
+    deadline: float,
+    output_limit: int,
+    kill_grace: float,
+    started: float,
+) -> ProcessResult:
+    """Pump the pipes until the child exits or times out, end its group, collect the result."""
+    pgid = proc.pid  # start_new_session: the child leads a new session and process group
+    out, err = _Capture(output_limit), _Capture(output_limit)
+    wake_r, wake_w = os.pipe()
+    exited = threading.Event()
+
+    def wait_for_exit() -> None:
+        # WNOWAIT leaves the child a zombie: its pid, and so the group id, cannot be reused
+        # until we reap it, which makes the killpg calls below safe.
+        try:
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            pass
+        finally:
+            exited.set()
+            os.write(wake_w, b"x")
+
+    waiter = threading.Thread(target=wait_for_exit, name=f"sandbox-wait-{proc.pid}", daemon=True)
+    selector = selectors.DefaultSelector()
+    timed_out = False
+    group_ended = False
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        selector.register(proc.stdout.fileno(), selectors.EVENT_READ, out)
+        selector.register(proc.stderr.fileno(), selectors.EVENT_READ, err)
+        selector.register(wake_r, selectors.EVENT_READ, None)
+        if stdin_data is not None:
+            assert proc.stdin is not None
+            if stdin_data:
+                os.set_blocking(proc.stdin.fileno(), False)
+                selector.register(
+                    proc.stdin.fileno(), selectors.EVENT_WRITE, memoryview(stdin_data)
+                )
+            else:
+                proc.stdin.close()
+        waiter.start()
+
+        if not _pump(selector, proc, deadline, exited.is_set):
+            timed_out = True
+            _signal_group(pgid, signal.SIGTERM)
+            # The grace lasts until every member of the group has exited (not only the main
+            # process), so that grandchildren get their chance to clean up too.
+            _pump(
+                selector,
+                proc,
+                time.monotonic() + kill_grace,
+                _GroupGone(pgid, exited),
+                poll=_GRACE_POLL_SECONDS,
+            )
+        # Whatever is left of the group (a member that ignored SIGTERM, or a background process
+        # the command left running) goes now.
+        _signal_group(pgid, signal.SIGKILL)
+        group_ended = True
+        exited.wait()
+        _pump(selector, proc, time.monotonic() + _DRAIN_SECONDS, lambda: _outputs_closed(selector))
+        returncode = proc.wait()
+    finally:
+        if not group_ended:  # an exception (KeyboardInterrupt, ...) interrupted supervision
+            _signal_group(pgid, signal.SIGKILL)
+            proc.wait()
+        if waiter.is_alive() or exited.is_set():
+            waiter.join()
+        selector.close()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        os.close(wake_r)
+        os.close(wake_w)
+    return ProcessResult(
+        exit_code=returncode,
+        timed_out=timed_out,
+        seconds=time.monotonic() - started,
+        stdout=out.text(),
+        stderr=err.text(),
+        stdout_dropped=out.dropped,
+        stderr_dropped=err.dropped,
+    )
+
+
+def _pump(
+    selector: selectors.BaseSelector,
+    proc: subprocess.Popen[bytes],
+    until: float,
+    done: Callable[[], bool],
+    *,
+    poll: float | None = None,
+) -> bool:
+    """Move data between the pipes and the buffers until ``done()`` or until ``until`` passes.
+
+    ``done`` is checked after every wake-up, and at least every ``poll`` seconds when given.
+    Returns False when the time ran out first.
+    """
+    while True:
+        if done():
+            return True
+        remaining = until - time.monotonic()
+        if remaining <= 0:
+            return False
+        for key, _ in selector.select(remaining if poll is None else min(remaining, poll)):
+            fd = key.fd
+            if key.data is None:  # the wake-up pipe; the ``exited`` event carries the news
+                os.read(fd, 64)
+                continue
+            if isinstance(key.data, memoryview):
+                _feed_stdin(selector, proc, key.data, fd)
+                continue
+            data = os.read(fd, _READ_CHUNK)
+            if data:
+                key.data.feed(data)
+            else:
+                selector.unregister(fd)
+
+
+def _outputs_closed(selector: selectors.BaseSelector) -> bool:
+    return not any(isinstance(key.data, _Capture) for key in selector.get_map().values())
+
+
+class _GroupGone:
+    """``done`` test of the grace period: the main process exited and no live member is left.
+
+    Scans at most once per poll interval, however often output wakes the pump up.
+    """
+
+    def __init__(self, pgid: int, exited: threading.Event) -> None:
+        self.pgid = pgid
+        self.exited = exited
+        self.next_scan = 0.0
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if not self.exited.is_set() or now < self.next_scan:
+            return False
+        self.next_scan = now + _GRACE_POLL_SECONDS
+        return not _group_has_live_members(self.pgid)
+
+
+def _group_has_live_members(pgid: int) -> bool:
+    """True while a process other than a zombie belongs to process group ``pgid``."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no procfs: the unreaped main process alone keeps killpg succeeding
+        return True
+    # killpg counts zombies too, and our own main process stays one until we reap it.
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[0] != b"Z" and int(fields[2]) == pgid:
+            return True
+    return False
+
+
+def _feed_stdin(
+    selector: selectors.BaseSelector, proc: subprocess.Popen[bytes], data: memoryview, fd: int
+) -> None:
+    assert proc.stdin is not None
+    try:
+        written = os.write(fd, data[:_STDIN_CHUNK])
+    except BlockingIOError:
+        return
+    except BrokenPipeError:  # the command stopped reading; the rest of its input is moot
+        written = len(data)
+    rest = data[written:]
+    if rest:
+        selector.modify(fd, selectors.EVENT_WRITE, rest)
+    else:
+        selector.unregister(fd)
+        proc.stdin.close()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+# --- file tools -----------------------------------------------------------------------------------
+
+
+def resolve_in_workspace(workspace: StrPath, path: StrPath) -> Path:
+    """Return the real location of ``path``, relative to ``workspace``, once checked as allowed.
+
+    Symlinks are followed only while every hop stays inside the workspace; the returned path has
+    no symlink left in its existing part. Nothing needs to exist beyond the workspace itself.
+
+    Raises:
+        PathEscapeError: ``path`` is absolute, has a ``..`` component, leads through a symlink
+            out of the workspace, or lies inside a ``.git`` folder.
+        ToolError: ``path`` is not a usable name (NUL byte, symlink loop).
+        SandboxError: ``workspace`` is not a folder.
+    """
+    return Path(_resolve(workspace, path, for_write=False))
+
+
+def read_file(workspace: StrPath, path: StrPath, *, max_bytes: int = 1_000_000) -> str:
+    """Return the text of the regular file ``path`` (UTF-8, undecodable bytes replaced).
+
+    Raises:
+        ToolError: the file is missing, not a regular file, or larger than ``max_bytes`` (the
+            message gives its size).
+        PathEscapeError: see ``resolve_in_workspace``.
+    """
+    real = _resolve(workspace, path, for_write=False)
+    display = os.fspath(path)
+    try:
+        # O_NONBLOCK: a FIFO planted in the workspace must not block the agent forever.
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _tool_error(display, exc) from exc
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{display} is a folder, not a file (use list_dir)")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"cannot read {display}: not a regular file")
+        if info.st_size > max_bytes:
+            raise ToolError(
+                f"cannot read {display}: it has {info.st_size} bytes, more than the "
+                f"{max_bytes}-byte limit; read a part of it with a command (head, sed -n)"
+            )
+        chunks = []
+        remaining = max_bytes + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        raise ToolError(f"cannot read {display}: it grew beyond the {max_bytes}-byte limit")
+    return data.decode("utf-8", errors="replace")
+
+
+def write_file(workspace: StrPath, path: StrPath, content: str) -> None:
+    """Write ``content`` (as UTF-8) to ``path``, creating missing parent folders in the workspace.
+
+    The file is replaced atomically (temporary file in the same folder, then rename): readers see
+    the old or the new content, never a mix. An existing file keeps its permission bits; a new
+    one gets the default ``0o666`` less the umask.
+
+    Writes never go through a symlink (a symlinked folder on the way or a symlink as the file
+    itself), even one that stays inside the workspace: the caller must name the real path.
+
+    Raises:
+        ToolError: ``path`` is a folder, goes through a symlink, a parent is a file, or the
+            content cannot be encoded.
+        PathEscapeError: see ``resolve_in_workspace``.
+    """
+    display = os.fspath(path)
+    target = _resolve(workspace, path, for_write=True)
+    try:
+        data = content.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise ToolError(
+            f"cannot write {display}: content is not valid text ({exc.reason})"
+        ) from exc
+    parent = os.path.dirname(target)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as exc:
+        raise _tool_error(display, exc) from exc
+    _atomic_write(target, data, display)
+
+
+def replace_in_file(workspace: StrPath, path: StrPath, old: str, new: str) -> None:
+    """Replace the one occurrence of ``old`` in ``path`` by ``new``.
+
+    ``old`` must match the file's text exactly once (overlapping matches count); otherwise the
+    file is left untouched. Bytes that are not valid UTF-8 elsewhere in the file are kept as they
+    are. The write follows the rules of ``write_file``.
+
+    Raises:
+        ToolError: the file is missing, ``old`` is empty, or it matches 0 or several times (the
+            message says how many).
+        PathEscapeError: see ``resolve_in_workspace``.
+    """
+    display = os.fspath(path)
+    if not old:
+        raise ToolError(f"cannot edit {display}: the text to replace is empty")
+    target = _resolve(workspace, path, for_write=True)
+    try:
+        with open(target, "rb") as handle:
+            # surrogateescape: undecodable bytes survive the round trip unchanged.
+            text = handle.read().decode("utf-8", errors="surrogateescape")
+    except OSError as exc:
+        raise _tool_error(display, exc) from exc
+    matches = _count_overlapping(text, old)
+    if matches == 0:
+        raise ToolError(
+            f"found 0 matches of the text in {display}; the text must match the file exactly, "
+            "including whitespace and indentation"
+        )
+    if matches > 1:
+        raise ToolError(
+            f"found {matches} matches of the text in {display}; "
+            "give more context so it matches exactly once"
+        )
+    updated = text.replace(old, new, 1)
+    try:
+        data = updated.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise ToolError(
+            f"cannot edit {display}: new text is not valid text ({exc.reason})"
+        ) from exc
+    _atomic_write(target, data, display)
+
+
+def list_dir(workspace: StrPath, path: StrPath = ".") -> list[str]:
+    """Return the sorted names in folder ``path``; folders end with ``/``.
+
+    Nothing is hidden (dot files included, ``.git`` is listed as an entry) but the contents of a
+    ``.git`` folder are never listed. A symlink is listed by its name without a ``/``, whatever it
+    points to.
+
+    Raises:
+        ToolError: ``path`` is missing or not a folder.
+        PathEscapeError: see ``resolve_in_workspace``.
+    """
+    real = _resolve(workspace, path, for_write=False)
+    display = os.fspath(path)
+    try:
+        with os.scandir(real) as entries:
+            names = [
+                entry.name + "/" if entry.is_dir(follow_symlinks=False) else entry.name
+                for entry in entries
+            ]
+    except NotADirectoryError as exc:
+        raise ToolError(f"{display} is a file, not a folder (use read_file)") from exc
+    except OSError as exc:
+        raise _tool_error(display, exc) from exc
+    return sorted(names)
+
+
+def _resolve(workspace: StrPath, path: StrPath, *, for_write: bool) -> str:
+    """Check ``path`` against the workspace rules; return its real location as a string."""
+    display = os.fspath(path)
+    root = os.path.realpath(os.fspath(workspace))
+    if not os.path.isdir(root):
+        raise SandboxError(f"workspace {os.fspath(workspace)!r} is not a folder")
+    if "\0" in display:
+        raise ToolError(f"refusing path {display!r}: it contains a NUL byte")
+
+    def escape(reason: str) -> PathEscapeError:
+        return PathEscapeError(
+            f"refusing path {display!r}: paths must be relative to the workspace and stay inside "
+            f"it ({reason})"
+        )
+
+    if os.path.isabs(display):
+        raise escape("absolute path")
+    parts = [part for part in display.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise escape("'..' component")
+    if any(_is_git_dir_name(part) for part in parts):
+        raise _git_error(display)
+
+    real = _follow_inside(root, os.fspath(workspace), parts, escape)
+    if any(_is_git_dir_name(part) for part in _relative_parts(root, real)):
+        raise _git_error(display)
+    if for_write:
+        current = root
+        for part in parts:
+            current = os.path.join(current, part)
+            if os.path.islink(current):
+                raise ToolError(
+                    f"refusing to write {display}: {os.path.relpath(current, root)} is a symlink; "
+                    "write to the path it points to instead"
+                )
+    return real
+
+
+def _follow_inside(
+    root: str, given_root: str, parts: list[str], escape: Callable[[str], PathEscapeError]
+) -> str:
+    """Walk ``parts`` from ``root``, following symlinks one hop at a time while they stay inside.
+
+    ``root`` is the workspace's real path; ``given_root`` the path the caller used for it, which
+    absolute symlink targets may name instead (e.g. ``/tmp/ws`` for ``/private/tmp/ws``).
+    """
+    pending = list(reversed(parts))
+    current = root
+    hops = 0
+    while pending:
+        part = pending.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":  # only symlink targets bring these; the caller's own are refused
+            if current == root:
+                raise escape("a symlink leads outside the workspace")
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, part)
+        try:
+            info = os.lstat(candidate)
+        except OSError:  # missing (or under a file): nothing further to follow
+            current = candidate
+            continue
+        if not stat.S_ISLNK(info.st_mode):
+            current = candidate
+            continue
+        hops += 1
+        if hops > _MAX_SYMLINK_HOPS:
+            raise ToolError(f"too many levels of symbolic links at {candidate}")
+        target = os.readlink(candidate)
+        if os.path.isabs(target):
+            rest = _strip_root(target, (root, os.path.abspath(given_root)))
+            if rest is None:
+                raise escape("a symlink leads outside the workspace")
+            current = root
+            pending.extend(reversed(rest))
+        else:
+            pending.extend(reversed(target.split("/")))
+    return current
+
+
+def _strip_root(target: str, roots: tuple[str, ...]) -> list[str] | None:
+    """Components of absolute ``target`` below one of ``roots`` (lexically), or None."""
+    for base in roots:
+        if target == base or target.startswith(base.rstrip("/") + "/"):
+            return target[len(base) :].split("/")
+    return None
+
+
+def _relative_parts(root: str, real: str) -> list[str]:
+    rel = os.path.relpath(real, root)
+    return [] if rel == "." else rel.split(os.sep)
+
+
+def _is_git_dir_name(part: str) -> bool:
+    # casefold: on a case-insensitive file system ".GIT" is the same folder.
+    return part.casefold() == ".git"
+
+
+def _git_error(display: str) -> PathEscapeError:
+    return PathEscapeError(
+        f"refusing path {display!r}: it is inside a .git folder, the repository's metadata, "
+        "which agents never read or change"
+    )
+
+
+def _tool_error(display: str, exc: OSError) -> ToolError:
+    if exc.errno == errno.ENOENT:
+        return ToolError(f"no such file or folder: {display}")
+    if exc.errno == errno.EISDIR:
+        return ToolError(f"{display} is a folder, not a file (use list_dir)")
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        return ToolError(f"{display}: a part of this path is a file, not a folder")
+    return ToolError(f"cannot use {display}: {exc.strerror or exc}")
+
+
+def _count_overlapping(text: str, needle: str) -> int:
+    count, start = 0, text.find(needle)
+    while start != -1:
+        count += 1
+        start = text.find(needle, start + 1)
+    return count
+
+
+def _atomic_write(target: str, data: bytes, display: str) -> None:
+    """Replace ``target`` by a file holding ``data``, keeping an existing file's permission bits."""
+    try:
+        info: os.stat_result | None = os.lstat(target)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise _tool_error(display, exc) from exc
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise ToolError(f"{display} is a folder, not a file (use list_dir)")
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise ToolError(f"refusing to write {display}: it exists and is not a regular file")
+    folder, name = os.path.split(target)
+    temp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+    try:
+        # Mode 0o666 lets the umask decide for new files, as any editor would.
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise _tool_error(display, exc) from exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if info is not None:
+                os.fchmod(handle.fileno(), stat.S_IMODE(info.st_mode))
+        # No fsync: the rename protects readers and the store against a half-written file; power
+        # loss is not a failure this tool promises to survive.
+        os.replace(temp, target)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        if isinstance(exc, OSError):
+            raise _tool_error(display, exc) from exc
+        raise

@@ -15,9 +15,21 @@ def snap(ws: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.pop("TREESEARCH_HOME", None)
     return subprocess.run(
-        [sys.executable, "-m", "treesearch", "snap", *args, "--workspace", str(ws),
-         "--home", str(home)],
-        capture_output=True, text=True, env=env, check=False,
+        [
+            sys.executable,
+            "-m",
+            "treesearch",
+            "snap",
+            *args,
+            "--workspace",
+            str(ws),
+            "--home",
+            str(home),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
 
 

@@ -319,13 +319,15 @@ def resolve_node(g: nx.DiGraph, ref: str) -> str:
     raise RunError(f"{ref!r} matches {len(hits)} nodes: give more characters")
 
 
-def checkout(run_dir: Path, ref: str) -> tuple[str, Any]:
-    """Restore node ``ref`` of a run into the run's workspace; returns (tree, RestoreResult)."""
+def checkout(run_dir: Path, ref: str) -> tuple[str, Any, Path]:
+    """Restore node ``ref`` of a run into the run's workspace.
+
+    Returns (tree, RestoreResult, workspace); ``store.undo()`` goes back."""
     run, g, _ = load_run_graph(run_dir)
     node = resolve_node(g, ref)
     loaded = validate(run.config(), source=str(run.path / "config.yaml"), base_dir=run.path)
     store = _open_store(loaded)
-    return node, store.restore(node)
+    return node, store.restore(node), store.workspace
 
 
 def _yaml(data: Any) -> str:

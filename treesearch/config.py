@@ -157,8 +157,14 @@ def _merge(a: dict[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> LoadedConfig:
-    """Read, merge and validate a YAML config file."""
+def load_config(
+    path: str | Path, overrides: Sequence[str] = (), *, _depth: int = 0
+) -> LoadedConfig:
+    """Read, merge and validate a YAML config file.
+
+    ``extends: other.yaml`` (relative to this file) starts from another config and merges this
+    one on top; ``overrides`` (``key.path=value``) are applied last.
+    """
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -173,7 +179,17 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> LoadedConfig
             f"{p}: the top level must be a mapping with sections workspace, "
             "strategies, scoring, search, output"
         )
-    return validate(apply_overrides(raw, overrides), source=str(p), base_dir=p.parent.resolve())
+    base_dir = p.parent.resolve()
+    parent = raw.pop("extends", None)
+    if parent is not None:
+        if not isinstance(parent, str):
+            raise ConfigError(f"{p}: extends: must be the path of another config file")
+        if _depth > 8:
+            raise ConfigError(f"{p}: extends: chain too deep (a cycle?)")
+        base = load_config(base_dir / parent, (), _depth=_depth + 1)
+        raw = _merge(base.raw, raw)
+        base_dir = base.base_dir  # relative paths keep meaning what they meant in the base
+    return validate(apply_overrides(raw, overrides), source=str(p), base_dir=base_dir)
 
 
 def validate(raw: Mapping[str, Any], *, source: str, base_dir: Path) -> LoadedConfig:

@@ -161,6 +161,7 @@ class Controller:
             "cache_hits": 1 if result.cached else 0,
         }
         self.emit(ev)
+        self._write_test_log(snap.tree, result)
         self.replay([ev])
 
     def replay(self, events: Sequence[Mapping[str, Any]]) -> None:
@@ -242,6 +243,9 @@ class Controller:
 
         base = f"{k:04d}-{_safe(strategy.name)}"
         session_file = self.transcripts / f"{base}.session.jsonl" if self.transcripts else None
+        if session_file is not None and session_file.exists():
+            # Left by an expansion that was cut short (the run is being resumed): keep it aside.
+            session_file.replace(session_file.with_name(f"{base}.aborted-{time.time_ns()}.jsonl"))
         session = TransactionalSession.create(
             self.store,
             session_file,
@@ -308,6 +312,7 @@ class Controller:
             self.scores[child] = scored
             timing.score = time.perf_counter() - t
             feedback = scored.feedback()
+            self._write_test_log(child, scored)
             reward = scored.score
             edge["diffstat"] = self._diffstat(parent, child)
             node = {
@@ -413,6 +418,18 @@ class Controller:
     def _diff_size(self, tree: str) -> int:
         d = self.store.diff(G.root_of(self._g()), tree, max_patch_bytes=0)
         return sum(f.added_lines + f.deleted_lines + (1 if f.binary else 0) for f in d.files)
+
+    def _write_test_log(self, tree: str, result: Any) -> None:
+        if self.transcripts is None:
+            return
+        folder = self.transcripts.parent / "tests"
+        folder.mkdir(exist_ok=True)
+        run = result.run
+        text = (
+            f"tree {tree}\ncommand {run.command}\n{run.summary()}"
+            f"{' (cached)' if result.cached else ''}\n\n{run.output}\n"
+        )
+        (folder / f"{tree[:12]}.log").write_text(text, encoding="utf-8", errors="replace")
 
     def _run_tests_tool(self) -> Callable[[], str]:
         def run_tests() -> str:

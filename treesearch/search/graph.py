@@ -78,7 +78,10 @@ def add_result(
         g.nodes[parent]["noops"].append({"strategy": strategy, "to": child, **edge})
         return "noop"
     if child in g:
-        if not g.has_edge(parent, child):
+        if g.has_edge(parent, child):
+            # Another strategy already led here from this parent (DiGraph: one edge per pair).
+            g.edges[parent, child].setdefault("also", []).append({"strategy": strategy, **edge})
+        else:
             g.add_edge(parent, child, strategy=strategy, **edge)
             g.nodes[child]["depth"] = min(g.nodes[child]["depth"], g.nodes[parent]["depth"] + 1)
         return "transposition"
@@ -147,6 +150,9 @@ def to_json(g: nx.DiGraph, *, stable: bool = False) -> str:
         for e in data["edges"]:
             for k in VOLATILE_EDGE:
                 e.pop(k, None)
+            for also in e.get("also", []):
+                for k in VOLATILE_EDGE:
+                    also.pop(k, None)
     data["nodes"].sort(key=lambda n: n["order"])
     data["edges"].sort(key=lambda e: (e["source"], e["target"]))
     return json.dumps(data, indent=1, sort_keys=True) + "\n"

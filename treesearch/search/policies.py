@@ -109,7 +109,7 @@ def beam(
     root = root_of(g)
     layer = [root]
     while layer:
-        ranked = sorted(layer, key=lambda n: (-_score(g, n), g.nodes[n]["order"]))[:width]
+        ranked = sorted(layer, key=lambda n: (-_score(g, n), g.nodes[n]["order"]))[: int(width)]
         for n in ranked:
             untried = _untried(g, n, strategies, max_depth)
             if untried:

@@ -574,7 +574,10 @@ class ShadowStore:
             max_file_bytes=self.max_file_bytes,
         )
         files = w.files
-        index_paths = self._index_paths
+        # Until this scan completes, the in-memory view of the index is unknown: an interrupted
+        # scan (Ctrl-C, a git error) must not leave a stale view behind.
+        index_paths, self._index_paths = self._index_paths, None
+        stat_cache, self._stat_cache = self._stat_cache, None
         if index_paths is None:
             out = self._run(["ls-files", "-z"])
             index_paths = {_fs(p) for p in out.split(b"\0") if p}
@@ -601,7 +604,7 @@ class ShadowStore:
             input=_zjoin(feed),
         )
         tree = TreeHash(self._run(["write-tree"]).decode().strip())
-        cache = self._stat_cache
+        cache = stat_cache
         new_cache = {
             p: (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino) for p, st in files.items()
         }
@@ -1023,6 +1026,8 @@ class ShadowStore:
 
     def _sync_index(self, plan: _Plan) -> None:
         """Tell the index what the restore changed, so the next capture trusts the rest."""
+        index_paths, self._index_paths = self._index_paths, None
+        cache, self._stat_cache = self._stat_cache, None
         if plan.deletes:
             self._run(
                 ["update-index", "--force-remove", "-z", "--stdin"],
@@ -1033,10 +1038,10 @@ class ShadowStore:
             self._run(
                 ["update-index", "--add", "--replace", "-z", "--stdin"], input=_zjoin(touched)
             )
-        if self._index_paths is not None:
-            self._index_paths.difference_update(plan.deletes)
-            self._index_paths.update(p for p, *_ in plan.writes)
-        cache = self._stat_cache
+        if index_paths is not None:
+            index_paths.difference_update(plan.deletes)
+            index_paths.update(p for p, *_ in plan.writes)
+            self._index_paths = index_paths
         if cache is not None:
             for p in plan.deletes:
                 cache.pop(p, None)
@@ -1047,6 +1052,7 @@ class ShadowStore:
                     cache.pop(p, None)
                     continue
                 cache[p] = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+            self._stat_cache = cache
 
     def _rollback(self, token: str, safety: Snapshot, plan: _Plan) -> None:
         self._cleanup_temps(token, [p for p, *_ in plan.writes])

@@ -1,0 +1,102 @@
+"""Text and file renderings of a search graph (no printing: callers print the strings)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import networkx as nx
+
+from treesearch.search.graph import best_node, path_to, root_of
+
+
+def tree_text(g: nx.DiGraph, *, max_nodes: int = 400) -> str:
+    """The search tree, one node per line: order, tree hash, score, visits, strategy.
+
+    The best path is marked with ``*``; a node reached again through another parent (a
+    transposition) is shown once and referred to afterwards.
+    """
+    root = root_of(g)
+    best = best_node(g)
+    on_best = set(path_to(g, best))
+    lines: list[str] = []
+    seen: set[str] = set()
+
+    def label(n: str, strategy: str | None) -> str:
+        d = g.nodes[n]
+        score = "  -  " if d.get("score") is None else f"{d['score']:.3f}"
+        mark = "*" if n in on_best else " "
+        noops = f"  ({len(d['noops'])} no-op)" if d["noops"] else ""
+        via = f"{strategy}  " if strategy else ""
+        tests = d.get("tests", {}).get("summary", "")
+        return (
+            f"{mark} #{d['order']:<3} {n[:10]}  score {score}  visits {d['visits']:<3} "
+            f"{via}[{tests}]{noops}"
+        )
+
+    def walk(n: str, prefix: str, strategy: str | None, last: bool, top: bool) -> None:
+        if len(lines) >= max_nodes:
+            return
+        branch = "" if top else ("└─ " if last else "├─ ")
+        if n in seen:
+            d = g.nodes[n]
+            lines.append(
+                f"{prefix}{branch}  -> #{d['order']} {n[:10]} via {strategy} (same state as above)"
+            )
+            return
+        seen.add(n)
+        lines.append(prefix + branch + label(n, strategy))
+        kids = sorted(g.successors(n), key=lambda k: g.nodes[k]["order"])
+        child_prefix = prefix if top else prefix + ("   " if last else "│  ")
+        for i, k in enumerate(kids):
+            walk(k, child_prefix, g.edges[n, k]["strategy"], i == len(kids) - 1, False)
+
+    walk(root, "", None, True, True)
+    if len(lines) >= max_nodes:
+        lines.append(f"... ({g.number_of_nodes()} nodes in all; see `treesearch export`)")
+    lines.append("(* marks the path to the best node)")
+    return "\n".join(lines)
+
+
+def _flat(g: nx.DiGraph) -> nx.DiGraph:
+    """A copy whose attributes are all scalars (GraphML cannot hold lists or dicts)."""
+    h = nx.DiGraph()
+    for n, d in g.nodes(data=True):
+        h.add_node(n, **{k: _scalar(v) for k, v in d.items()})
+    for a, b, d in g.edges(data=True):
+        h.add_edge(a, b, **{k: _scalar(v) for k, v in d.items()})
+    return h
+
+
+def _scalar(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, (bool, int, float, str)):
+        return v
+    return json.dumps(v, sort_keys=True)
+
+
+def export(g: nx.DiGraph, fmt: str) -> str:
+    """``graphml``, ``dot`` or ``json`` (networkx node-link data)."""
+    if fmt == "json":
+        from treesearch.search.graph import to_json
+
+        return to_json(g)
+    if fmt == "graphml":
+        return "\n".join(nx.generate_graphml(_flat(g))) + "\n"
+    if fmt == "dot":
+        best = set(path_to(g, best_node(g)))
+        out = ["digraph search {", "  node [shape=box, fontname=monospace];"]
+        for n, d in sorted(g.nodes(data=True), key=lambda x: x[1]["order"]):
+            score = "-" if d.get("score") is None else f"{d['score']:.3f}"
+            style = ', style=bold, color="darkgreen"' if n in best else ""
+            out.append(f'  "{n}" [label="#{d["order"]} {n[:8]}\\nscore {score}"{style}];')
+        for a, b, d in g.edges(data=True):
+            out.append(f'  "{a}" -> "{b}" [label="{_dot_escape(str(d.get("strategy")))}"];')
+        out.append("}")
+        return "\n".join(out) + "\n"
+    raise ValueError(f"unknown export format {fmt!r}: use graphml, dot or json")
+
+
+def _dot_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"')

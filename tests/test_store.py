@@ -966,3 +966,61 @@ def test_store_environment_is_never_exported(workspace: Path, home: Path, write)
         check=False,
     )
     assert proc.returncode != 0
+
+
+# ---------------------------------------------------------------------------- the scan's caches
+
+
+def test_rapid_same_size_edits_are_each_captured(workspace: Path, home: Path, write) -> None:
+    """Regression: a stat cache must not trust a file modified within the timestamp tick."""
+    write(workspace, "counter.txt", "0")
+    store = ShadowStore.open(workspace, home=home)
+    seen = set()
+    for i in range(10):
+        write(workspace, "counter.txt", str(i))  # same size every time
+        snap = store.capture()
+        assert (workspace / "counter.txt").read_text() == str(i)
+        seen.add(snap.tree)
+        assert {e.path: e.size for e in store.files(snap.commit)} == {"counter.txt": 1}
+    assert len(seen) == 10
+    copy_dir = workspace.parent / "check"
+    store.materialize(snap.commit, copy_dir)
+    assert (copy_dir / "counter.txt").read_text() == "9"
+
+
+def test_new_ignored_files_and_new_ignore_rules_are_noticed(
+    workspace: Path, home: Path, write
+) -> None:
+    write(workspace, ".gitignore", "*.log\n")
+    write(workspace, "src/a.py", "a")
+    store = ShadowStore.open(workspace, home=home)
+    store.capture()
+    write(workspace, "src/debug.log", "ignored")
+    names = {e.path for e in store.files(store.capture(label="x").commit)}
+    assert "src/debug.log" not in names
+    write(workspace, "src/b.tmp", "captured until the rule comes")
+    assert "src/b.tmp" in {e.path for e in store.files(store.capture(label="y").commit)}
+    write(workspace, ".gitignore", "*.log\n*.tmp\n")
+    names = {e.path for e in store.files(store.capture(label="z").commit)}
+    assert "src/b.tmp" not in names and "src/a.py" in names
+
+
+def test_capture_with_nothing_changed_runs_no_git_process(
+    workspace: Path, home: Path, write
+) -> None:
+    for i in range(30):
+        write(workspace, f"d{i % 3}/f{i}.txt", str(i))
+    store = ShadowStore.open(workspace, home=home)
+    first = store.capture()
+    time.sleep(1.1)  # past the racy window
+    store.capture()
+    calls: list[list[str]] = []
+    original = store._git.run
+
+    def counting(args, **kw):  # observe (not replace) the real git runner
+        calls.append(list(args))
+        return original(args, **kw)
+
+    store._git.run = counting  # type: ignore[method-assign]
+    again = store.capture()
+    assert again.tree == first.tree and calls == []

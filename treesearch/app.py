@@ -57,6 +57,8 @@ class SearchOutcome:
     """Unified diff from the root to the best node (also in ``best.patch``)."""
     summary: dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
+    timings: list[Any] = field(default_factory=list)
+    """Per expansion of this process: where the time went (``search.controller.Timing``)."""
 
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -275,6 +277,7 @@ def _finish(
         patch,
         summary,
         result.interrupted,
+        result.timings,
     )
 
 

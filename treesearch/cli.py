@@ -564,7 +564,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     return 130 if out.interrupted else 0
 
 
-def _cmd_show(args: argparse.Namespace) -> int:
+def _cmd_show_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from treesearch.app import load_run_graph
@@ -661,7 +661,7 @@ def _add_search(sub: Any) -> None:
     p = sub.add_parser("show", help="print a run's search tree")
     p.add_argument("run_dir")
     p.add_argument("--json", action="store_true", help="the graph as node-link JSON")
-    p.set_defaults(handler=_cmd_show)
+    p.set_defaults(handler=_cmd_show_run)
 
     p = sub.add_parser("export", help="export a run's graph")
     p.add_argument("run_dir")

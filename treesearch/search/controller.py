@@ -280,7 +280,13 @@ class Controller:
             _write_json(self.transcripts / f"{base}.json", result.to_json())
 
         t = time.perf_counter()
-        snap = self.store.capture(label=None, meta=None)
+        # run_agent leaves disk, session and store agreeing on result.tree (it records changes
+        # made outside steps and rolls back a failed step), so no second scan is needed here.
+        snap = (
+            self.store.resolve(result.tree)
+            if result.tree is not None
+            else self.store.capture(label=None, meta=None)
+        )
         timing.capture = time.perf_counter() - t
         child = str(snap.tree)
 

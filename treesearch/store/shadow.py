@@ -25,7 +25,7 @@ import shutil
 import stat
 import subprocess
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,9 @@ SNAP_REFS = "refs/treesearch/snapshots/"
 PIN_REFS = "refs/treesearch/pins/"
 EMPTY_TREE = TreeHash("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
 _CHANGED_CAP = 5000
+_RACY_NS = 1_000_000_000
+"""A file modified less than this before a scan is re-checked by the next one (timestamps of a
+later change could be identical; git's index has the same "racy" problem)."""
 _HEX = set("0123456789abcdef")
 
 _CONFIG = """\
@@ -243,8 +246,12 @@ class ShadowStore:
         self._lock_depth = 0
         self._state = _State()
         self._gen_seen = -1
-        self._index_paths: set[str] | None = None
-        self._stat_cache: dict[str, tuple[int, int, int, int]] | None = None
+        self._stat_cache: dict[str, tuple[int, int, int, int, int]] | None = None
+        """Stat data of every path in the index as of the last scan (None: unknown)."""
+        self._tree: TreeHash | None = None
+        self._racy_after = 0
+        self._rules_cache: dict[str, IgnoreRules] | None = None
+        self._signature: Any = None
         self._snapshots: dict[str, Snapshot] | None = None
         self._user_tracked: dict[str, tuple[tuple[int, int, int], frozenset[str]]] = {}
         self.recovered: str | None = None
@@ -417,10 +424,16 @@ class ShadowStore:
         self._state = _State.load(self.path / "state.json")
         if self._state.generation != self._gen_seen:
             # Another process (or a crash) changed the store: drop every cache.
-            self._index_paths = None
-            self._stat_cache = None
+            self._forget_index()
+            self._rules_cache = None
+            self._signature = None
             self._snapshots = None
             self._gen_seen = self._state.generation
+
+    def _forget_index(self) -> None:
+        """The in-memory view of the index is no longer known to be right."""
+        self._stat_cache = None
+        self._tree = None
 
     def _bump(self, **changes: str | None) -> None:
         for key, value in changes.items():
@@ -519,7 +532,7 @@ class ShadowStore:
             .decode()
             .strip()
         )
-        self._run(["update-ref", SNAP_REFS + commit, commit])
+        self._write_ref(SNAP_REFS + commit, commit)
         snap = Snapshot(
             tree=scan.tree,
             commit=CommitId(commit),
@@ -539,6 +552,14 @@ class ShadowStore:
             self._snapshots[commit] = replace(snap, stats=None)
         return snap
 
+    def _write_ref(self, name: str, oid: str) -> None:
+        """Create a loose ref (we hold the store lock; saves a git process per snapshot)."""
+        path = self.git_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path / "ref.tmp"  # outside refs/: a leftover must never look like a ref
+        tmp.write_text(oid + "\n")
+        os.replace(tmp, path)
+
     def _changed(
         self,
         last: Snapshot | None,
@@ -546,8 +567,9 @@ class ShadowStore:
         modes: dict[str, int],
         empty_dirs: tuple[str, ...],
     ) -> list[str]:
+        indexed = self._stat_cache or {}
         if last is None:
-            paths = set(self._index_paths or ())
+            paths = set(indexed)
         else:
             out = (
                 self._run(["diff-tree", "-r", "-z", "--no-renames", "--name-only", last.tree, tree])
@@ -555,7 +577,7 @@ class ShadowStore:
                 else b""
             )
             paths = {_fs(p) for p in out.split(b"\0") if p}
-            paths.update(p for p in set(modes) ^ set(last.modes) if p in (self._index_paths or ()))
+            paths.update(p for p in set(modes) ^ set(last.modes) if p in indexed)
             paths.update(p for p in modes if p in last.modes and modes[p] != last.modes[p])
             paths.update(set(empty_dirs) ^ set(last.empty_dirs))
             if last.tree == tree:
@@ -563,60 +585,127 @@ class ShadowStore:
         return sorted(paths)
 
     def _scan(self) -> _Scan:
-        """Bring the store's index in line with the workspace and write its tree (no snapshot)."""
+        """Bring the store's index in line with the workspace and write its tree (no snapshot).
+
+        Cost with nothing changed: one ``lstat`` per file (our walk) and no git process at all.
+        Git is asked only about paths whose stat data changed since the last scan, or that were
+        modified so recently that a later change could keep the same timestamps ("racy", as in
+        git's own index); the ignore listing is reused while no folder changed.
+        """
         t0 = time.perf_counter()
         if not (self.path / "index").exists():
             self._seed_from_user_repo()
-        use_rules = self.respect_gitignore or bool(self.excludes)
-        w = walk(
-            str(self.workspace),
-            self._ignore_rules if use_rules else (lambda rel: None),
-            max_file_bytes=self.max_file_bytes,
-        )
-        files = w.files
         # Until this scan completes, the in-memory view of the index is unknown: an interrupted
         # scan (Ctrl-C, a git error) must not leave a stale view behind.
-        index_paths, self._index_paths = self._index_paths, None
-        stat_cache, self._stat_cache = self._stat_cache, None
-        if index_paths is None:
+        cache, self._stat_cache = self._stat_cache, None
+        tree, self._tree = self._tree, None
+        walk_start = time.time_ns()
+        w = self._walk()
+        files = w.files
+        new_cache = {
+            p: (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode)
+            for p, st in files.items()
+        }
+        if cache is None:
             out = self._run(["ls-files", "-z"])
             index_paths = {_fs(p) for p in out.split(b"\0") if p}
+            feed = sorted(files)
+            hashed = len(files) if not index_paths else -1
+        else:
+            index_paths = set(cache)
+            racy = self._racy_after
+            feed = sorted(
+                p for p, key in new_cache.items() if cache.get(p) != key or key[0] >= racy
+            )
+            hashed = sum(1 for p in feed if cache.get(p) != new_cache[p])
         stale = index_paths.difference(files)
         if stale:
             # Gone, now ignored, or behind a folder that became a symlink: out of the index.
             self._run(
                 ["update-index", "--force-remove", "-z", "--stdin"], input=_zjoin(sorted(stale))
             )
-        feed = sorted(files)
-        # A tiny bigFileThreshold makes git stream new blobs into one pack (bulk check-in)
-        # instead of one loose object file each: much faster cold captures.
-        self._run(
-            [
-                "-c",
-                "core.bigFileThreshold=1",
-                "update-index",
-                "--add",
-                "--remove",
-                "--replace",
-                "-z",
-                "--stdin",
-            ],
-            input=_zjoin(feed),
-        )
-        tree = TreeHash(self._run(["write-tree"]).decode().strip())
-        cache = stat_cache
-        new_cache = {
-            p: (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino) for p, st in files.items()
-        }
-        if cache is None:
-            hashed = len(files) if index_paths == set() else -1
-        else:
-            hashed = sum(1 for p, key in new_cache.items() if cache.get(p) != key)
+        if feed:
+            # A tiny bigFileThreshold makes git stream new blobs into one pack (bulk check-in)
+            # instead of one loose object file each: much faster cold captures.
+            self._run(
+                [
+                    "-c",
+                    "core.bigFileThreshold=1",
+                    "update-index",
+                    "--add",
+                    "--remove",
+                    "--replace",
+                    "-z",
+                    "--stdin",
+                ],
+                input=_zjoin(feed),
+            )
+        if feed or stale or tree is None:
+            tree = TreeHash(self._run(["write-tree"]).decode().strip())
         self._stat_cache = new_cache
-        self._index_paths = set(files)
+        self._racy_after = walk_start - _RACY_NS
+        self._tree = tree
         if hashed < 0:
-            hashed = 0  # unknown in a fresh process; counted from the next capture on
+            hashed = 0  # unknown in a fresh process (git's stat cache decided); counted from now on
         return _Scan(tree, w, hashed, time.perf_counter() - t0)
+
+    def _walk(self) -> WalkResult:
+        """Walk the workspace; reuse the last ignore listing unless a folder or ignore file changed."""
+        if not (self.respect_gitignore or self.excludes):
+            return walk(str(self.workspace), lambda rel: None, max_file_bytes=self.max_file_bytes)
+        cached = self._rules_cache
+        used: dict[str, IgnoreRules] = {}
+
+        def rules_for(rel: str) -> IgnoreRules:
+            rules = cached.get(rel) if cached is not None else None
+            if rules is None:
+                rules = self._ignore_rules(rel)
+            used[rel] = rules
+            return rules
+
+        self._rules_cache = None
+        w = walk(str(self.workspace), rules_for, max_file_bytes=self.max_file_bytes)
+        if cached is not None and not self._signature_holds(w, used):
+            fresh = {rel: self._ignore_rules(rel) for rel in used}
+            if fresh != used:
+                used = fresh
+                w = walk(
+                    str(self.workspace),
+                    lambda rel: fresh.get(rel) or self._ignore_rules(rel),
+                    max_file_bytes=self.max_file_bytes,
+                )
+        self._rules_cache = dict(used)
+        self._signature = (w.dir_mtimes, w.dir_names, w.ignore_files, self._info_excludes(used))
+        return w
+
+    def _signature_holds(self, w: WalkResult, repos: Mapping[str, object]) -> bool:
+        """True when the last ignore listing still applies: no ignore file changed, and every
+        folder whose mtime moved still holds the same names (a file replaced by rename moves its
+        folder's mtime but cannot make a new ignored file)."""
+        if self._signature is None:
+            return False
+        dirs, names, ignore_files, info = self._signature
+        if w.ignore_files != ignore_files or w.dir_mtimes.keys() != dirs.keys():
+            return False
+        racy = self._racy_after
+        for d, mtime in w.dir_mtimes.items():
+            if (mtime != dirs[d] or mtime >= racy) and w.dir_names[d] != names.get(d):
+                return False
+        return bool(info == self._info_excludes(repos))
+
+    def _info_excludes(self, repos: Mapping[str, object]) -> tuple[tuple[str, int, int], ...]:
+        """Stat data of the ignore inputs outside the walk: each repository's info/exclude and
+        index (its tracked files are never ignored)."""
+        out = []
+        for rel in sorted(repos):
+            gitdir = (self.workspace / rel if rel else self.workspace) / ".git"
+            for p in (gitdir / "info" / "exclude", gitdir / "index"):
+                try:
+                    st = p.stat()
+                    out.append((str(p), st.st_mtime_ns, st.st_size))
+                except OSError:
+                    out.append((str(p), 0, -1))
+        return tuple(out)
 
     def _ignore_rules(self, repo_rel: str) -> IgnoreRules:
         root = self.workspace / repo_rel if repo_rel else self.workspace
@@ -879,7 +968,7 @@ class ShadowStore:
                     f"restore to {target.commit[:12]} failed: {reason}; the workspace was "
                     "rolled back to how it was"
                 ) from exc
-            self._sync_index(plan)
+            self._sync_index(plan, target.tree)
             (self.path / "journal.json").unlink()
         self._bump(last=target.commit, undo=safety.commit)
         return RestoreResult(
@@ -1024,10 +1113,11 @@ class ShadowStore:
             for d in plan.mkdirs:
                 tree.mkdirs(d)
 
-    def _sync_index(self, plan: _Plan) -> None:
-        """Tell the index what the restore changed, so the next capture trusts the rest."""
-        index_paths, self._index_paths = self._index_paths, None
+    def _sync_index(self, plan: _Plan, tree: TreeHash) -> None:
+        """Tell the index what the restore changed (it now holds ``tree``), so the next capture
+        trusts every other file's stat data."""
         cache, self._stat_cache = self._stat_cache, None
+        self._tree = None
         if plan.deletes:
             self._run(
                 ["update-index", "--force-remove", "-z", "--stdin"],
@@ -1038,10 +1128,6 @@ class ShadowStore:
             self._run(
                 ["update-index", "--add", "--replace", "-z", "--stdin"], input=_zjoin(touched)
             )
-        if index_paths is not None:
-            index_paths.difference_update(plan.deletes)
-            index_paths.update(p for p, *_ in plan.writes)
-            self._index_paths = index_paths
         if cache is not None:
             for p in plan.deletes:
                 cache.pop(p, None)
@@ -1051,16 +1137,17 @@ class ShadowStore:
                 except OSError:
                     cache.pop(p, None)
                     continue
-                cache[p] = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+                cache[p] = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode)
             self._stat_cache = cache
+            self._tree = tree
 
     def _rollback(self, token: str, safety: Snapshot, plan: _Plan) -> None:
         self._cleanup_temps(token, [p for p, *_ in plan.writes])
-        self._index_paths = None
+        self._forget_index()
         scan = self._scan()
         back = self._plan(scan, safety)
         self._execute(back, token)
-        self._sync_index(back)
+        self._sync_index(back, safety.tree)
         with contextlib.suppress(FileNotFoundError):
             (self.path / "journal.json").unlink()
 
@@ -1088,8 +1175,7 @@ class ShadowStore:
         token, target_id, safety_id = data["token"], data["target"], data["safety"]
         self._cleanup_temps(token, data.get("writes", ()))
         snaps = self._load_snapshots()
-        self._index_paths = None
-        self._stat_cache = None
+        self._forget_index()
         for what, commit in (("completed", target_id), ("rolled back", safety_id)):
             snap = snaps.get(commit)
             if snap is None:
@@ -1098,10 +1184,10 @@ class ShadowStore:
             try:
                 plan = self._plan(self._scan(), snap)
                 self._execute(plan, token)
-                self._sync_index(plan)
+                self._sync_index(plan, snap.tree)
             except (RestoreError, OSError, GitFailed):
                 self._cleanup_temps(token, [p for p, *_ in plan.writes])
-                self._index_paths = None
+                self._forget_index()
                 continue
             journal.unlink()
             self._bump(last=commit, undo=safety_id)

@@ -209,6 +209,8 @@ class _Plan:
     writes: list[tuple[str, int, str, int]] = field(default_factory=list)
     """(path, git mode, blob id, permission bits)"""
     chmods: list[tuple[str, int]] = field(default_factory=list)
+    index_modes: list[tuple[str, int, str]] = field(default_factory=list)
+    """Exec-bit changes with unchanged content: (path, git mode, blob id) for the index."""
     prune: list[str] = field(default_factory=list)
     mkdirs: list[str] = field(default_factory=list)
 
@@ -950,10 +952,11 @@ class ShadowStore:
         safety = self._capture_locked("safety", None, None, scan=scan)
         plan = self._plan(scan, target)
         token = secrets.token_hex(4)
+        pruned: list[str] = []
         if not plan.empty:
             self._write_journal(token, target.commit, safety.commit, plan)
             try:
-                self._execute(plan, token)
+                pruned = self._execute(plan, token)
             except Exception as exc:
                 reason = _describe(exc)
                 try:
@@ -976,7 +979,7 @@ class ShadowStore:
             safety=safety,
             written=tuple(p for p, *_ in plan.writes),
             deleted=tuple(plan.deletes),
-            pruned=tuple(plan.prune),
+            pruned=tuple(pruned),
             created_dirs=tuple(plan.mkdirs),
             chmodded=tuple(p for p, _ in plan.chmods),
             seconds=time.perf_counter() - t0,
@@ -996,37 +999,36 @@ class ShadowStore:
                     continue
                 path = _fs(fields[i + 1])
                 i += 2
-                _old_mode, new_mode, _old_oid, new_oid, status = head[1:].decode().split(" ")
+                _old_mode, new_mode, old_oid, new_oid, status = head[1:].decode().split(" ")
                 if status == "D":
                     plan.deletes.append(path)
                     continue
                 mode = int(new_mode, 8)
-                if status == "M" and _old_oid == new_oid and mode != 0o120000:
+                if status == "M" and old_oid == new_oid and mode != 0o120000:
                     plan.chmods.append((path, target.modes.get(path, default_mode(mode))))
+                    plan.index_modes.append((path, mode, new_oid))
                     continue
                 perm = 0o777 if mode == 0o120000 else target.modes.get(path, default_mode(mode))
                 plan.writes.append((path, mode, new_oid, perm))
         writing = {p for p, *_ in plan.writes}
         touched = writing | set(plan.deletes) | {p for p, _ in plan.chmods}
-        for path, st in current.files.items():
-            if path in touched or stat.S_ISLNK(st.st_mode):
+        # Permission bits: only files with a non-default mode on either side can differ.
+        for path in set(current.modes) | set(target.modes):
+            st = current.files.get(path)
+            if st is None or path in touched or stat.S_ISLNK(st.st_mode):
                 continue
             want = target.modes.get(path, default_mode(st.st_mode))
             if stat.S_IMODE(st.st_mode) != want:
                 plan.chmods.append((path, want))
-        # Folders: prune what the restore empties, re-create the target's empty folders.
-        target_dirs = _parent_dirs(writing) | _parent_dirs(
-            p for p in current.files if p not in set(plan.deletes)
-        )
-        target_dirs |= _parent_dirs(target.empty_dirs) | set(target.empty_dirs)
+        # Folders: try to prune the parents of deleted files (rmdir refuses non-empty ones) and
+        # folders empty now but not in the target; re-create the target's empty folders.
+        keep = _parent_dirs(writing) | _parent_dirs(target.empty_dirs) | set(target.empty_dirs)
         candidates = _parent_dirs(plan.deletes) | set(current.empty_dirs)
         plan.prune = sorted(
-            (d for d in candidates if d not in target_dirs), key=lambda d: (-d.count("/"), d)
+            (d for d in candidates if d not in keep), key=lambda d: (-d.count("/"), d)
         )
-        current_dirs = set(current.empty_dirs) | _parent_dirs(current.files)
-        plan.mkdirs = sorted(
-            d for d in target.empty_dirs if d not in current_dirs or d in plan.prune
-        )
+        walked = current.dir_mtimes
+        plan.mkdirs = sorted(d for d in target.empty_dirs if d not in walked or d in plan.prune)
         self._check_conflicts(plan, current)
         return plan
 
@@ -1085,17 +1087,18 @@ class ShadowStore:
         }
         tmp = self.path / "journal.json.tmp"
         with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
+            # No fsync: the journal guards against the process dying (SIGKILL, OOM), which
+            # leaves the page cache intact; like git's own objects, it does not claim power-loss
+            # durability.
             json.dump(data, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
         os.replace(tmp, self.path / "journal.json")
 
-    def _execute(self, plan: _Plan, token: str, root: Path | None = None) -> None:
+    def _execute(self, plan: _Plan, token: str, root: Path | None = None) -> list[str]:
+        """Carry out ``plan``; returns the folders actually pruned."""
         with SafeTree(str(root or self.workspace)) as tree, BlobReader(self._git) as blobs:
             for path in plan.deletes:
                 tree.unlink(path)
-            for d in plan.prune:
-                tree.rmdir(d)
+            pruned = [d for d in plan.prune if tree.rmdir(d)]
             for path, mode, oid, perm in plan.writes:
                 if mode == 0o120000:
                     tree.write_symlink(path, blobs.read(oid), token)
@@ -1112,22 +1115,25 @@ class ShadowStore:
                 tree.chmod(path, perm)
             for d in plan.mkdirs:
                 tree.mkdirs(d)
+        return pruned
 
     def _sync_index(self, plan: _Plan, tree: TreeHash) -> None:
-        """Tell the index what the restore changed (it now holds ``tree``), so the next capture
-        trusts every other file's stat data."""
+        """Tell the index what the restore changed (it now holds ``tree``).
+
+        One ``update-index --index-info`` with the blob ids the plan already knows: nothing is
+        hashed again. The entries carry no stat data, which is fine: our own stat cache decides
+        what git is asked about, and a later change of these files is fed to git as usual.
+        """
         cache, self._stat_cache = self._stat_cache, None
         self._tree = None
-        if plan.deletes:
-            self._run(
-                ["update-index", "--force-remove", "-z", "--stdin"],
-                input=_zjoin(sorted(plan.deletes)),
-            )
-        touched = sorted({p for p, *_ in plan.writes} | {p for p, _ in plan.chmods})
-        if touched:
-            self._run(
-                ["update-index", "--add", "--replace", "-z", "--stdin"], input=_zjoin(touched)
-            )
+        records = [f"0 {'0' * 40}\t".encode() + _b(p) + b"\0" for p in sorted(plan.deletes)]
+        records += [
+            f"{mode:o} {oid}\t".encode() + _b(p) + b"\0"
+            for p, mode, oid, *_ in sorted(plan.writes) + sorted(plan.index_modes)
+        ]
+        if records:
+            self._run(["update-index", "-z", "--index-info"], input=b"".join(records))
+        touched = {p for p, *_ in plan.writes} | {p for p, _ in plan.chmods}
         if cache is not None:
             for p in plan.deletes:
                 cache.pop(p, None)

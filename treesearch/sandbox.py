@@ -149,6 +149,16 @@ class _Capture:
         return f"{head}\n[... {self.dropped} bytes dropped ...]\n{tail}"
 
 
+def _child_env(
+    env: Mapping[str, str] | None, extra: Mapping[str, str] | None
+) -> dict[str, str] | None:
+    if not extra:
+        return dict(env) if env is not None else None
+    base = dict(os.environ) if env is None else dict(env)  # the child inherits; no config read
+    base.update(extra)
+    return base
+
+
 def run(
     cmd: str | Sequence[str],
     cwd: StrPath,
@@ -159,6 +169,7 @@ def run(
     stdin: bytes | str | None = None,
     output_limit: int = 64 * 1024,
     kill_grace: float = 2.0,
+    extra_env: Mapping[str, str] | None = None,
 ) -> ProcessResult:
     """Run ``cmd`` in ``cwd`` in a new session and return its result; never leaves processes behind.
 
@@ -176,6 +187,7 @@ def run(
             with a ``[... N bytes dropped ...]`` line between them. Memory use stays bounded
             whatever the command prints.
         kill_grace: seconds between SIGTERM and SIGKILL on timeout.
+        extra_env: variables set on top of ``env`` (or of the inherited environment).
 
     Group members still running when the main process exits normally are killed with SIGKILL.
     A process that left the group (``setsid``) cannot be reached; if it keeps an output pipe
@@ -213,7 +225,7 @@ def run(
         proc = subprocess.Popen(
             argv,
             cwd=cwd_str,
-            env=dict(env) if env is not None else None,
+            env=_child_env(env, extra_env),
             stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

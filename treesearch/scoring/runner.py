@@ -95,10 +95,10 @@ def run_tests(
         else:
             command = [*spec.command, *extra]
             shown = shlex.join(command)
-        env = {**os.environ, **_QUIET_ENV, **spec.env}
+        env = {**_QUIET_ENV, **spec.env}
         with _report_slot(report_path, Path(tmp) / "previous-report"):
             try:
-                proc = sandbox.run(command, cwd, timeout=spec.timeout, env=env)
+                proc = sandbox.run(command, cwd, timeout=spec.timeout, extra_env=env)
             except SandboxError as exc:
                 raise ScoringError(f"cannot run the tests `{shown}` in {cwd}: {exc}") from exc
             report: Report | ReportError | None = None

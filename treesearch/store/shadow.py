@@ -60,6 +60,7 @@ SNAP_REFS = "refs/treesearch/snapshots/"
 PIN_REFS = "refs/treesearch/pins/"
 EMPTY_TREE = TreeHash("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
 _CHANGED_CAP = 5000
+_BULK_PATHS = 256
 _RACY_NS = 1_000_000_000
 """A file modified less than this before a scan is re-checked by the next one (timestamps of a
 later change could be identical; git's index has the same "racy" problem)."""
@@ -627,19 +628,12 @@ class ShadowStore:
                 ["update-index", "--force-remove", "-z", "--stdin"], input=_zjoin(sorted(stale))
             )
         if feed:
-            # A tiny bigFileThreshold makes git stream new blobs into one pack (bulk check-in)
-            # instead of one loose object file each: much faster cold captures.
+            # For many paths, a tiny bigFileThreshold makes git stream new blobs into one pack
+            # (bulk check-in) instead of one loose object file each: much faster cold captures.
+            # A few paths stay loose objects, so small captures do not pile up tiny packs.
+            bulk = ["-c", "core.bigFileThreshold=1"] if len(feed) > _BULK_PATHS else []
             self._run(
-                [
-                    "-c",
-                    "core.bigFileThreshold=1",
-                    "update-index",
-                    "--add",
-                    "--remove",
-                    "--replace",
-                    "-z",
-                    "--stdin",
-                ],
+                [*bulk, "update-index", "--add", "--remove", "--replace", "-z", "--stdin"],
                 input=_zjoin(feed),
             )
         if feed or stale or tree is None:

@@ -221,7 +221,12 @@ class Controller:
                 if choice is None:
                     reason = "search_space_exhausted"
                     break
-                self.expand(choice, k)
+                ev = self.expand(choice, k)
+                if str(ev["edge"].get("reason") or "").startswith("replay:"):
+                    # A replayed search met a request it never recorded: going on would no
+                    # longer reproduce the recording.
+                    reason = "replay_miss"
+                    break
         except KeyboardInterrupt:
             interrupted = True
             reason = "interrupted"
@@ -266,7 +271,9 @@ class Controller:
             siblings=tuple(self._siblings(choice.node)),
             test_spec=getattr(self.scorer, "search_spec", None),
             run_tests=self._run_tests_tool(),
-            cache_dir=self.store.path / "agent-cache",
+            # Beside the stores, not in one: a search of a fresh copy (workspace.copy) gets a new
+            # store, and agent caches (model responses, fault localisation) are keyed by content.
+            cache_dir=self.store.path.parent / "agent-cache",
         )
         t = time.perf_counter()
         try:

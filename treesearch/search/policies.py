@@ -67,6 +67,20 @@ def _score(g: nx.DiGraph, n: str) -> float:
     return -1.0 if s is None else float(s)
 
 
+def _first_by(
+    g: nx.DiGraph,
+    strategies: Mapping[str, int],
+    max_depth: int | None,
+    rank: Callable[[str], tuple[float, ...]],
+) -> Choice | None:
+    """The (node, untried strategy) pair whose node ranks lowest; strategies in config order."""
+    pairs = _pairs(g, strategies, max_depth)
+    if not pairs:
+        return None
+    n, s = min(pairs, key=lambda p: rank(p[0]))
+    return _choice(g, n, s)
+
+
 def bfs(
     g: nx.DiGraph,
     rng: random.Random,
@@ -75,11 +89,7 @@ def bfs(
     max_depth: int | None = None,
 ) -> Choice | None:
     """Breadth-first: shallowest node first, then the earlier found; strategies in config order."""
-    pairs = _pairs(g, strategies, max_depth)
-    if not pairs:
-        return None
-    n, s = min(pairs, key=lambda p: (g.nodes[p[0]]["depth"], g.nodes[p[0]]["order"]))
-    return _choice(g, n, s)
+    return _first_by(g, strategies, max_depth, lambda n: (g.nodes[n]["depth"], g.nodes[n]["order"]))
 
 
 def best_first(
@@ -90,11 +100,7 @@ def best_first(
     max_depth: int | None = None,
 ) -> Choice | None:
     """Greedy: the highest-scoring node with something left to try (ties: earlier found)."""
-    pairs = _pairs(g, strategies, max_depth)
-    if not pairs:
-        return None
-    n, s = min(pairs, key=lambda p: (-_score(g, p[0]), g.nodes[p[0]]["order"]))
-    return _choice(g, n, s)
+    return _first_by(g, strategies, max_depth, lambda n: (-_score(g, n), g.nodes[n]["order"]))
 
 
 def beam(

@@ -241,7 +241,11 @@ def test_first_capture_of_git_workspace_matches_plain_capture(
 ) -> None:
     make_user_repo(workspace)
     (workspace / "src" / "app.py").write_text("print('modified, unstaged')\n")
-    seeded = ShadowStore.open(workspace, home=home).capture()
+    seeded_store = ShadowStore.open(workspace, home=home)
+    seeded = seeded_store.capture()
+    # The user's objects came over as one pack stream (a capture this small writes loose
+    # objects), so the files whose stat data matched the user's index were not hashed again.
+    assert list((seeded_store.git_dir / "objects" / "pack").glob("*.pack"))
     # The same files without the user's repository: no seeding possible, same tree expected.
     import shutil
 
@@ -1024,3 +1028,18 @@ def test_capture_with_nothing_changed_runs_no_git_process(
     store._git.run = counting  # type: ignore[method-assign]
     again = store.capture()
     assert again.tree == first.tree and calls == []
+
+
+def test_new_ignored_file_in_a_new_folder_is_classified_without_full_relisting(
+    workspace: Path, home: Path, write
+) -> None:
+    write(workspace, ".gitignore", "*.log\ncache/\n")
+    write(workspace, "src/a.py", "a")
+    store = ShadowStore.open(workspace, home=home)
+    store.capture()
+    write(workspace, "src/new/deep/trace.log", "ignored")
+    write(workspace, "src/new/deep/mod.py", "kept")
+    write(workspace, "cache/blob.bin", "ignored folder")
+    write(workspace, "notes.txt", "kept")
+    names = {e.path for e in store.files(store.capture(label="after").commit)}
+    assert names == {".gitignore", "src/a.py", "src/new/deep/mod.py", "notes.txt"}

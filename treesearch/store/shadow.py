@@ -504,7 +504,8 @@ class ShadowStore:
                 skipped=skipped,
                 stats=replace(stats, seconds=time.perf_counter() - t0),
             )
-        changed = self._changed(last, scan.tree, w.modes, empty_dirs)
+        # A safety snapshot's list of changes is never read: spare the diff.
+        changed = [] if kind == "safety" else self._changed(last, scan.tree, w.modes, empty_dirs)
         created = time.time()
         body = {
             "format": STORE_FORMAT,
@@ -662,7 +663,7 @@ class ShadowStore:
         self._rules_cache = None
         w = walk(str(self.workspace), rules_for, max_file_bytes=self.max_file_bytes)
         if cached is not None and not self._signature_holds(w, used):
-            fresh = {rel: self._ignore_rules(rel) for rel in used}
+            fresh = self._relist(w, used)
             if fresh != used:
                 used = fresh
                 w = walk(
@@ -703,9 +704,17 @@ class ShadowStore:
                     out.append((str(p), 0, -1))
         return tuple(out)
 
-    def _ignore_rules(self, repo_rel: str) -> IgnoreRules:
+    def _ignore_rules(
+        self, repo_rel: str, only: Sequence[str] | None = None, base: IgnoreRules | None = None
+    ) -> IgnoreRules:
+        """Ignored paths of the repository at ``repo_rel``, as git lists them.
+
+        With ``only`` (paths relative to that repository), git looks at those paths alone and
+        the answer is merged into ``base``: new entries of a folder are classified without
+        walking the whole tree again.
+        """
         root = self.workspace / repo_rel if repo_rel else self.workspace
-        args = ["ls-files", "-z", "--others", "--ignored", "--directory"]
+        args = ["--literal-pathspecs", "ls-files", "-z", "--others", "--ignored", "--directory"]
         dot_git = root / ".git"
         if self.respect_gitignore:
             args.append("--exclude-standard")
@@ -713,11 +722,17 @@ class ShadowStore:
             if dot_git.is_dir() and info.is_file():
                 args.append(f"--exclude-from={info}")
         args.extend(f"--exclude={pattern}" for pattern in self.excludes)
+        if only is not None:
+            args.append("--")
+            args.extend(only)
         env = self._git.with_env(
             GIT_WORK_TREE=str(root), GIT_INDEX_FILE=str(self.path / "no-index")
         )
         out = self._run(args, env=env, cwd=root)
         rules = IgnoreRules()
+        if base is not None:
+            rules.files.update(base.files)
+            rules.dirs.update(base.dirs)
         for raw in out.split(b"\0"):
             if not raw:
                 continue
@@ -732,6 +747,30 @@ class ShadowStore:
                     for i in range(1, len(parts)):
                         rules.keep_dirs.add("/".join(parts[:i]))
         return rules
+
+    def _relist(self, w: WalkResult, used: dict[str, IgnoreRules]) -> dict[str, IgnoreRules]:
+        """Fresh ignore rules after folders changed: only the new entries are asked about when
+        no ignore input changed (the common case: an agent created or replaced a few files)."""
+        sig = self._signature
+        if (
+            sig is not None
+            and set(used) == {""}
+            and w.ignore_files == sig[2]
+            and (sig[3] == self._info_excludes(used))
+        ):
+            old_names = sig[1]
+            new_paths: list[str] = []
+            for d, names in w.dir_names.items():
+                before = old_names.get(d)
+                if before is None:
+                    continue  # a new folder: its parent lists it as a new entry
+                prefix = d + "/" if d else ""
+                new_paths.extend(prefix + n for n in sorted(names - before) if n != ".git")
+            if not new_paths:
+                return used
+            if len(new_paths) <= 512:
+                return {"": self._ignore_rules("", new_paths, base=used[""])}
+        return {rel: self._ignore_rules(rel) for rel in used}
 
     def _tracked_by_user(self, root: Path) -> frozenset[str]:
         """Paths the user's own repository at ``root`` tracks (read-only: no lock, no refresh)."""
@@ -790,7 +829,16 @@ class ShadowStore:
         tmp_index = self.path / "index.seed"
         try:
             pack = subprocess.Popen(
-                [self._git_exe(), *pre, "pack-objects", "--stdout", "--window=0", "-q"],
+                [
+                    self._git_exe(),
+                    *pre,
+                    "-c",
+                    "pack.compression=1",
+                    "pack-objects",
+                    "--stdout",
+                    "--window=0",
+                    "-q",
+                ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -798,7 +846,7 @@ class ShadowStore:
                 cwd=str(self.workspace),
             )
             unpack = subprocess.Popen(
-                [self._git_exe(), "index-pack", "--stdin", "-q"],
+                [self._git_exe(), "index-pack", "--stdin"],
                 stdin=pack.stdout,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

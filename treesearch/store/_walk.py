@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from treesearch.store.values import Skipped
 
+MTIME, CTIME, SIZE, INODE, MODE = range(5)
+"""Indexes of a stat key in ``WalkResult.files``."""
 DEFAULT_FILE_MODE = 0o644
 DEFAULT_EXEC_MODE = 0o755
 _S_IFMT = stat.S_IFMT(0o177777)
@@ -30,8 +32,9 @@ class IgnoreRules:
 
 @dataclass
 class WalkResult:
-    files: dict[str, os.stat_result]
-    """Captured regular files and symlinks: relative path -> lstat."""
+    files: dict[str, tuple[int, int, int, int, int]]
+    """Captured regular files and symlinks: relative path -> stat key
+    ``(mtime_ns, ctime_ns, size, inode, st_mode)`` (the scan's cache compares these directly)."""
     empty_dirs: list[str]
     """Folders with nothing captured beneath them (leaves only)."""
     skipped: list[Skipped]
@@ -63,7 +66,7 @@ def walk(
     for the workspace, ``"sub/dir"`` for a nested repository), or ``None`` to ignore nothing.
     ``.git`` entries are never entered or captured, at any depth.
     """
-    files: dict[str, os.stat_result] = {}
+    files: dict[str, tuple[int, int, int, int, int]] = {}
     skipped: list[Skipped] = []
     nested: list[str] = []
     modes: dict[str, int] = {}
@@ -139,7 +142,7 @@ def walk(
                         Skipped(rel, "oversize", f"{st.st_size} bytes > {max_file_bytes}")
                     )
                     continue
-                files[rel] = st
+                files[rel] = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, mode)
                 if name == ".gitignore":
                     ignore_files[rel] = (st.st_mtime_ns, st.st_size)
                 perm = mode & 0o7777
@@ -147,7 +150,7 @@ def walk(
                     modes[rel] = perm
                 count += 1
             elif fmt == _S_IFLNK:
-                files[rel] = st
+                files[rel] = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, mode)
                 count += 1
             else:
                 skipped.append(Skipped(rel, "special", _kind(mode)))

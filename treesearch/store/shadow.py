@@ -44,7 +44,7 @@ from treesearch.errors import (
 )
 from treesearch.store._fs import SafeTree, UnsafePathError
 from treesearch.store._git import BlobReader, GitFailed, GitRunner, isolated_env
-from treesearch.store._walk import IgnoreRules, WalkResult, default_mode, walk
+from treesearch.store._walk import MODE, MTIME, IgnoreRules, WalkResult, default_mode, walk
 from treesearch.store.values import (
     CaptureStats,
     Diff,
@@ -253,6 +253,8 @@ class ShadowStore:
         """Stat data of every path in the index as of the last scan (None: unknown)."""
         self._tree: TreeHash | None = None
         self._racy_after = 0
+        self._recent: set[str] = set()
+        """Paths modified so recently at the last scan that the next one must ask git again."""
         self._rules_cache: dict[str, IgnoreRules] | None = None
         self._signature: Any = None
         self._snapshots: dict[str, Snapshot] | None = None
@@ -605,11 +607,7 @@ class ShadowStore:
         tree, self._tree = self._tree, None
         walk_start = time.time_ns()
         w = self._walk()
-        files = w.files
-        new_cache = {
-            p: (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode)
-            for p, st in files.items()
-        }
+        files = new_cache = w.files
         if cache is None:
             out = self._run(["ls-files", "-z"])
             index_paths = {_fs(p) for p in out.split(b"\0") if p}
@@ -618,10 +616,15 @@ class ShadowStore:
         else:
             index_paths = set(cache)
             racy = self._racy_after
-            feed = sorted(
-                p for p, key in new_cache.items() if cache.get(p) != key or key[0] >= racy
+            # Dict equality runs in C: with nothing changed no per-file Python loop is needed.
+            changed = (
+                []
+                if new_cache == cache
+                else [p for p, key in new_cache.items() if cache.get(p) != key]
             )
-            hashed = sum(1 for p in feed if cache.get(p) != new_cache[p])
+            recent = [p for p in self._recent if p in new_cache and new_cache[p][MTIME] >= racy]
+            feed = sorted(set(changed).union(recent))
+            hashed = len(changed)
         stale = index_paths.difference(files)
         if stale:
             # Gone, now ignored, or behind a folder that became a symlink: out of the index.
@@ -641,6 +644,7 @@ class ShadowStore:
             tree = TreeHash(self._run(["write-tree"]).decode().strip())
         self._stat_cache = new_cache
         self._racy_after = walk_start - _RACY_NS
+        self._recent = {p for p in feed if new_cache[p][MTIME] >= self._racy_after}
         self._tree = tree
         if hashed < 0:
             hashed = 0  # unknown in a fresh process (git's stat cache decided); counted from now on
@@ -1056,11 +1060,11 @@ class ShadowStore:
         touched = writing | set(plan.deletes) | {p for p, _ in plan.chmods}
         # Permission bits: only files with a non-default mode on either side can differ.
         for path in set(current.modes) | set(target.modes):
-            st = current.files.get(path)
-            if st is None or path in touched or stat.S_ISLNK(st.st_mode):
+            key = current.files.get(path)
+            if key is None or path in touched or stat.S_ISLNK(key[MODE]):
                 continue
-            want = target.modes.get(path, default_mode(st.st_mode))
-            if stat.S_IMODE(st.st_mode) != want:
+            want = target.modes.get(path, default_mode(key[MODE]))
+            if stat.S_IMODE(key[MODE]) != want:
                 plan.chmods.append((path, want))
         # Folders: try to prune the parents of deleted files (rmdir refuses non-empty ones) and
         # folders empty now but not in the target; re-create the target's empty folders.
@@ -1186,6 +1190,7 @@ class ShadowStore:
                     cache.pop(p, None)
                     continue
                 cache[p] = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode)
+                self._recent.add(p)  # just written: racy until the timestamp tick has passed
             self._stat_cache = cache
             self._tree = tree
 

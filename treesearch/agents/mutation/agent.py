@@ -1,0 +1,660 @@
+"""``MutationAgent``: one seeded, localisation-weighted program edit per expansion.
+
+A run (one expansion of search node ``ctx.node``):
+
+1. ranks the statement lines of the project by suspiciousness (``localize``: coverage spectrum
+   of the search tests, cached per tree hash). A node this agent made inherits its parent's
+   ranking, lines moved through the edit, as GenProg localises once for all variants (no test
+   run); ``relocalize: true`` runs the tests under coverage on every expanded node instead;
+2. takes the ``top_lines`` most suspicious lines that at least one operator applies to (plus
+   lines tied with the last one) and lists every edit of the chosen ``operators`` on them;
+3. samples an edit: a line in proportion to its score squared, then an operator family of the
+   line in proportion to its prior (``family_weights``: 1, statement deletion and copying 0.5)
+   times the square root of its edits' total weight, then an edit in proportion to its weight
+   (likely slips, such as an operator for its inverse or a constant off by one, weigh more).
+   The random stream is seeded from ``ctx.rng`` (one draw), ``ctx.attempt`` and the ``seed``
+   field, so the same search seed gives the same edits and repeated expansions of one node
+   differ;
+4. skips edits that do not compile, change no AST node, or produce a program this node already
+   produced (the per-node *tried* log, kept under ``ctx.cache_dir``);
+5. applies the edit as one session step (``replace_in_file`` with the changed lines as context),
+   so the step's diff is exactly the edit.
+
+Steps per expansion: ``edits`` (default 1) edits, capped by ``ctx.max_steps``. One edit per
+expansion is the recommended design: each child node is one mutation, the search tree combines
+mutations along its paths, and every combination is scored. ``edits: k`` chains k edits inside
+one expansion (a higher-order mutant scored only at the end).
+
+The tried log: one JSON-lines file per node (``<cache_dir>/mutation/tried/<node>.jsonl``; on the
+agent instance when there is no cache folder) of ``{tag, key}``, where ``tag`` identifies the
+random stream of the expansion and ``key`` the program produced. An expansion whose tag is
+already in the log (a resumed or repeated run with the same seed) avoids only the programs
+logged before it, and so repeats its own choice exactly; a new tag avoids every program logged
+for the node. Two searches with different seeds sharing one store therefore never test the same
+mutant of a node twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from treesearch import sandbox
+from treesearch.agents import AgentContext, AgentCost, AgentResult, AgentStatus, check_fields
+from treesearch.agents.mutation._source import SourceFile
+from treesearch.agents.mutation.localize import FORMULAS, Localization, inherit, localize
+from treesearch.agents.mutation.operators import FAMILIES, Edit, check, edits_at
+from treesearch.errors import (
+    AgentError,
+    ConfigError,
+    SandboxError,
+    ScoringError,
+    SessionError,
+)
+from treesearch.scoring import TestSpec
+from treesearch.session import SessionDeadlineError, ToolCall
+
+__all__ = ["MutationAgent"]
+
+_SHARPNESS = 2.0  # line weight = score ** _SHARPNESS
+# GenProg's statement-level edits are where plausible-but-wrong patches mostly come from (Qi et al.,
+# ISSTA 2015: most of GenProg's plausible patches amount to deleting functionality), and single-
+# statement bugs are mostly expression slips: statement deletion and copying start at half weight.
+DEFAULT_FAMILY_WEIGHTS: Mapping[str, float] = {"delete": 0.5, "insert": 0.5}
+_FIELDS = {
+    "operators": f"a list of operator families out of {', '.join(FAMILIES)} (default: all)",
+    "formula": f"the localisation formula: {', '.join(FORMULAS)} (default ochiai)",
+    "top_lines": "how many of the most suspicious lines to mutate, an integer > 0 (default 10)",
+    "edits": "edits per expansion, an integer > 0, capped by max_steps (default 1)",
+    "seed": "an integer mixed into the random stream (default 0)",
+    "coverage": "true (default: localise with coverage) or false (tracebacks only)",
+    "relocalize": "false (default: a child inherits its parent's ranking) or true (run anew)",
+    "traceback_boost": "a number >= 0 added for lines in failing tracebacks (default 0.5)",
+    "family_weights": "a mapping family -> weight >= 0 (default 1; delete and insert 0.5)",
+    "exclude": "a list of path globs never mutated (test files are always left out)",
+    "tests": "a test spec mapping (command, timeout, env, ...) used when the search gives none",
+}
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    edit: Edit
+    score: float
+    """Suspiciousness of the edit's line."""
+    key: str
+    """Identity of the program the edit produces (with the run's earlier edits)."""
+
+
+class MutationAgent:
+    """Search-based program repair: fault localisation plus one sampled mutation per step (see
+    the module docstring)."""
+
+    kind = "mutation"
+
+    def __init__(
+        self,
+        *,
+        operators: Sequence[str] = FAMILIES,
+        formula: str = "ochiai",
+        top_lines: int = 10,
+        edits: int = 1,
+        seed: int = 0,
+        coverage: bool = True,
+        relocalize: bool = False,
+        traceback_boost: float = 0.5,
+        family_weights: Mapping[str, float] | None = None,
+        exclude: Sequence[str] = (),
+        tests: TestSpec | None = None,
+    ) -> None:
+        """Keyword arguments are the config fields (``from_config`` validates a mapping)."""
+        unknown = [op for op in operators if op not in FAMILIES]
+        if unknown or not operators:
+            raise AgentError(
+                f"mutation agent: field 'operators' must list families out of "
+                f"{', '.join(FAMILIES)}; got {list(operators)!r}"
+            )
+        if formula not in FORMULAS:
+            raise AgentError(
+                f"mutation agent: field 'formula' must be one of {', '.join(FORMULAS)}; "
+                f"got {formula!r}"
+            )
+        self.operators: tuple[str, ...] = tuple(f for f in FAMILIES if f in operators)
+        """Operator families in use."""
+        self.formula = formula
+        """Spectrum formula (``ochiai``, ``tarantula``, ``dstar``)."""
+        self.top_lines = top_lines
+        """How many suspicious lines to mutate."""
+        self.edits = edits
+        """Edits per expansion (capped by ``ctx.max_steps``)."""
+        self.seed = seed
+        """Mixed into the random stream with ``ctx.rng`` and ``ctx.attempt``."""
+        self.coverage = coverage
+        """Localise with coverage (else with tracebacks only)."""
+        self.relocalize = relocalize
+        """Localise every node anew instead of letting the node an edit made inherit its
+        parent's ranking."""
+        self.traceback_boost = traceback_boost
+        """Added to a line's score per share of failing tests whose traceback shows it."""
+        weights = dict(DEFAULT_FAMILY_WEIGHTS)
+        weights.update(family_weights or {})
+        bad = [f for f, w in weights.items() if f not in FAMILIES or not w >= 0]
+        if bad:
+            raise AgentError(
+                f"mutation agent: field 'family_weights' must map families out of "
+                f"{', '.join(FAMILIES)} to numbers >= 0; bad: {', '.join(map(str, bad))}"
+            )
+        self.family_weights: dict[str, float] = weights
+        """Prior weight of each operator family when sampling an edit of a line."""
+        self.exclude = tuple(exclude)
+        """Path globs never mutated."""
+        self.tests = tests
+        """Test spec used when the context gives none."""
+        self._tried: dict[str, list[dict[str, str]]] = {}
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> MutationAgent:
+        """Build from the strategy's config fields (see ``_FIELDS``); ``AgentError`` names the
+        bad field and what it allows."""
+        check_fields("mutation", config, _FIELDS)
+        kw: dict[str, Any] = {}
+        if "operators" in config:
+            ops = config["operators"]
+            if ops == "all":
+                ops = list(FAMILIES)
+            if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
+                raise AgentError(
+                    f"mutation agent: field 'operators' must be {_FIELDS['operators']}"
+                )
+            kw["operators"] = ops
+        if "formula" in config:
+            kw["formula"] = config["formula"]
+        for name in ("top_lines", "edits", "seed"):
+            if name in config:
+                value = config[name]
+                minimum = None if name == "seed" else 1
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, int)
+                    or (minimum is not None and value < minimum)
+                ):
+                    raise AgentError(f"mutation agent: field {name!r} must be {_FIELDS[name]}")
+                kw[name] = value
+        for name in ("coverage", "relocalize"):
+            if name in config:
+                if not isinstance(config[name], bool):
+                    raise AgentError(f"mutation agent: field {name!r} must be {_FIELDS[name]}")
+                kw[name] = config[name]
+        if "traceback_boost" in config:
+            boost = config["traceback_boost"]
+            if isinstance(boost, bool) or not isinstance(boost, (int, float)) or boost < 0:
+                raise AgentError(
+                    f"mutation agent: field 'traceback_boost' must be {_FIELDS['traceback_boost']}"
+                )
+            kw["traceback_boost"] = float(boost)
+        if "family_weights" in config:
+            fw = config["family_weights"]
+            if not isinstance(fw, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                for k, v in fw.items()
+            ):
+                raise AgentError(
+                    f"mutation agent: field 'family_weights' must be {_FIELDS['family_weights']}"
+                )
+            kw["family_weights"] = {k: float(v) for k, v in fw.items()}
+        if "exclude" in config:
+            globs = config["exclude"]
+            if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
+                raise AgentError(f"mutation agent: field 'exclude' must be {_FIELDS['exclude']}")
+            kw["exclude"] = globs
+        if "tests" in config:
+            try:
+                kw["tests"] = TestSpec.from_config(config["tests"], where="tests")
+            except ConfigError as exc:
+                raise AgentError(f"mutation agent: field 'tests': {exc}") from exc
+        return cls(**kw)
+
+    # --- a run ------------------------------------------------------------------------------------
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        """Localise, then apply ``min(edits, ctx.max_steps)`` sampled edits as session steps."""
+        t0 = time.monotonic()
+        transcript: list[dict[str, Any]] = []
+
+        def done(status: AgentStatus, reason: str | None, steps: int = 0) -> AgentResult:
+            return AgentResult(status, steps, AgentCost(time.monotonic() - t0), transcript, reason)
+
+        spec = self.tests if self.tests is not None else ctx.test_spec
+        if not isinstance(spec, TestSpec):
+            return done(
+                AgentStatus.FAILED,
+                "the mutation agent needs the search tests (ctx.test_spec) or a 'tests' field",
+            )
+        node = str(ctx.node or ctx.session.tree)
+        cache = Path(ctx.cache_dir) / "mutation" if ctx.cache_dir is not None else None
+        try:
+            loc = localize(
+                ctx.workspace,
+                spec,
+                tree=node,
+                formula=self.formula,
+                use_coverage=self.coverage,
+                traceback_boost=self.traceback_boost,
+                exclude=self.exclude,
+                cache_dir=cache / "localize" if cache is not None else None,
+                timeout=_remaining(ctx),
+                accept_inherited=not self.relocalize,
+            )
+        except ScoringError as exc:
+            return done(AgentStatus.FAILED, f"fault localisation could not run the tests: {exc}")
+        transcript.append({"event": "localize", **loc.to_json()})
+        note = loc.note if loc.method != "coverage" else None
+        if not loc.lines:
+            return done(AgentStatus.GAVE_UP, loc.note or "no line is suspicious")
+
+        sources = _Sources(ctx.workspace)
+        lines = self._lines(loc, sources)
+        if not lines:
+            return done(
+                AgentStatus.GAVE_UP,
+                f"no operator of {', '.join(self.operators)} applies to the suspicious lines",
+            )
+        draw = ctx.rng.getrandbits(64)
+        tag = hashlib.sha256(f"{draw}:{ctx.attempt}:{self.seed}".encode()).hexdigest()[:20]
+        stream = random.Random(tag)
+        tried = _TriedLog(cache / "tried" if cache is not None else None, node, self._tried)
+        avoid = tried.avoid(tag)
+        count = min(self.edits, ctx.max_steps)
+        applied = 0
+        applied_edits: list[tuple[Edit, SourceFile]] = []
+        original = {path: sources.get(path) for path in {p for p, _, _ in lines}}
+        for n in range(count):
+            last = n == count - 1
+            pool = self._pool(lines, sources, original, avoid if last else set())
+            transcript.append(
+                {
+                    "event": "candidates",
+                    "lines": len(lines),
+                    "edits": len(pool),
+                    "avoid": len(avoid),
+                }
+            )
+            picked = _pick(pool, stream, sources, self.family_weights)
+            if picked is None:
+                if applied == 0:
+                    return done(
+                        AgentStatus.GAVE_UP,
+                        f"every edit of the {len(lines)} most suspicious lines was tried at this "
+                        f"node ({len(pool)} candidates, {len(avoid)} programs already produced)",
+                    )
+                break
+            cand, weight = picked
+            src = sources.file(cand.edit.path)
+            assert src is not None
+            description = cand.edit.describe(src.source)
+            try:
+                step_index = self._apply(ctx, src, cand.edit, description, n)
+            except _StepFailed as exc:
+                return done(AgentStatus.FAILED, str(exc), applied)
+            except SessionDeadlineError:
+                return done(AgentStatus.FAILED, f"timed out after {ctx.timeout:g} s", applied)
+            applied += 1
+            transcript.append(
+                {
+                    "event": "edit",
+                    "step": step_index,
+                    "description": description,
+                    "score": round(cand.score, 4),
+                    "probability": round(weight, 6),
+                    **cand.edit.to_json(),
+                }
+            )
+            lines = _shift(lines, cand.edit, src)
+            applied_edits.append((cand.edit, src))
+            sources.update(cand.edit.path, cand.edit.apply(src.source))
+            if last:
+                tried.record(tag, cand.key)
+        if applied < count:
+            note = (note + "; " if note else "") + f"only {applied} of {count} edits were possible"
+        if not self.relocalize and applied_edits:
+
+            def moves(path: str, line: int) -> int | None:
+                moved: int | None = line
+                for edit, before in applied_edits:
+                    if moved is None:
+                        break
+                    moved = _move(path, moved, edit, before)
+                return moved
+
+            inherit(
+                node,
+                str(ctx.session.tree),
+                spec,
+                moves,
+                use_coverage=self.coverage,
+                exclude=self.exclude,
+                cache_dir=cache / "localize" if cache is not None else None,
+            )
+        return done(AgentStatus.FINISHED, note, applied)
+
+    def _lines(self, loc: Localization, sources: _Sources) -> list[tuple[str, int, float]]:
+        """The ``top_lines`` most suspicious lines with at least one edit (plus ties)."""
+        out: list[tuple[str, int, float]] = []
+        cutoff: float | None = None
+        for s in loc.lines:
+            if cutoff is not None and (s.score < cutoff or len(out) >= 3 * self.top_lines):
+                break
+            src = sources.file(s.path)  # localize already left out tests and ``exclude``
+            if src is None:
+                continue
+            if not edits_at(src, s.line, self.operators):
+                continue
+            out.append((s.path, s.line, s.score))
+            if len(out) == self.top_lines:
+                cutoff = s.score
+        return out
+
+    def _pool(
+        self,
+        lines: list[tuple[str, int, float]],
+        sources: _Sources,
+        original: Mapping[str, bytes | None],
+        avoid: set[str],
+    ) -> list[_Candidate]:
+        """Every edit of the lines whose program is not in ``avoid`` (first of equal ones)."""
+        pool: list[_Candidate] = []
+        seen: set[str] = set(avoid)
+        for path, line, score in lines:
+            src = sources.file(path)
+            if src is None:
+                continue
+            for edit in edits_at(src, line, self.operators):
+                key = _program_key(sources, edit, src, original)
+                if key not in seen:
+                    seen.add(key)
+                    pool.append(_Candidate(edit, score, key))
+        return pool
+
+    def _apply(
+        self, ctx: AgentContext, src: SourceFile, edit: Edit, description: str, n: int
+    ) -> int:
+        expected = edit.apply(src.source)
+        old, new = _context(src.source, edit)
+        if old:
+            call = ToolCall(
+                f"mutation-{n + 1}", "replace_in_file", {"path": edit.path, "old": old, "new": new}
+            )
+        else:
+            call = ToolCall(
+                f"mutation-{n + 1}",
+                "write_file",
+                {"path": edit.path, "content": expected.decode("utf-8")},
+            )
+        try:
+            step = ctx.session.step(
+                [call], content=f"mutation: {description}", rollback_on_error=True
+            )
+        except SessionDeadlineError:
+            raise
+        except SessionError as exc:
+            raise _StepFailed(f"the edit could not be recorded: {exc}") from exc
+        obs = step.observations[0]
+        if not obs.ok:
+            raise _StepFailed(
+                f"the edit failed: {obs.content.splitlines()[0] if obs.content else obs.error}"
+            )
+        try:
+            written = sandbox.resolve_in_workspace(ctx.workspace, edit.path).read_bytes()
+        except OSError as exc:
+            raise _StepFailed(f"cannot read back {edit.path}: {exc}") from exc
+        if written != expected:
+            raise _StepFailed(f"{edit.path} does not hold the expected text after the edit")
+        return step.index
+
+
+class _StepFailed(Exception):
+    pass
+
+
+def _remaining(ctx: AgentContext) -> float:
+    deadline = ctx.session.deadline
+    if deadline is None:
+        return ctx.timeout
+    return max(0.001, deadline - time.monotonic())
+
+
+class _Sources:
+    """Project files as the run sees them (parsed once; updated after each edit)."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+        self._files: dict[str, SourceFile | None] = {}
+
+    def file(self, path: str) -> SourceFile | None:
+        if path not in self._files:
+            try:
+                data = sandbox.resolve_in_workspace(self.workspace, path).read_bytes()
+                self._files[path] = SourceFile(path, data)
+            except (OSError, SyntaxError, ValueError, SandboxError):
+                self._files[path] = None
+        return self._files[path]
+
+    def get(self, path: str) -> bytes | None:
+        src = self.file(path)
+        return src.source if src is not None else None
+
+    def update(self, path: str, data: bytes) -> None:
+        try:
+            self._files[path] = SourceFile(path, data)
+        except (SyntaxError, ValueError):
+            self._files[path] = None
+
+
+def _shares(pool: Sequence[_Candidate], family_weights: Mapping[str, float]) -> list[float]:
+    """Sampling weights, computed over the candidates still in ``pool``.
+
+    A line in proportion to its score squared; then an operator family of the line in
+    proportion to its prior weight times the square root of its edits' total weight (between
+    "every family alike", which would spend the first draws on one-edit families, and "every
+    edit alike", which would drown the line in copies and variable swaps); then an edit of the
+    family in proportion to its own weight (``Edit.weight``).
+    """
+    mass: dict[tuple[str, int], dict[str, float]] = {}
+    line_score: dict[tuple[str, int], float] = {}
+    for c in pool:
+        where = (c.edit.path, c.edit.line)
+        families = mass.setdefault(where, {})
+        families[c.edit.family] = families.get(c.edit.family, 0.0) + c.edit.weight
+        line_score[where] = c.score
+    line_weight = {k: line_score[k] ** _SHARPNESS for k in mass}
+    total_lines = sum(line_weight.values())
+    family_share = {
+        where: {f: family_weights.get(f, 1.0) * math.sqrt(m) for f, m in families.items()}
+        for where, families in mass.items()
+    }
+    out = []
+    for c in pool:
+        where = (c.edit.path, c.edit.line)
+        shares = family_share[where]
+        total_families = sum(shares.values())
+        p_line = line_weight[where] / total_lines if total_lines > 0 else 0.0
+        p_family = shares[c.edit.family] / total_families if total_families > 0 else 0.0
+        out.append(p_line * p_family * c.edit.weight / mass[where][c.edit.family])
+    return out
+
+
+def _pick(
+    pool: list[_Candidate],
+    stream: random.Random,
+    sources: _Sources,
+    family_weights: Mapping[str, float],
+) -> tuple[_Candidate, float] | None:
+    """Sample (without replacement) until an edit compiles and changes the AST; returns it with
+    the probability it was drawn with."""
+    remaining = list(pool)
+    while remaining:
+        weights = _shares(remaining, family_weights)
+        total = sum(weights)
+        if total <= 0:
+            return None
+        target = stream.random() * total
+        index = len(remaining) - 1
+        acc = 0.0
+        for i, w in enumerate(weights):
+            acc += w
+            if target < acc:
+                index = i
+                break
+        cand = remaining.pop(index)
+        src = sources.file(cand.edit.path)
+        if src is not None and check(src, cand.edit) is None:
+            return cand, weights[index] / total
+    return None
+
+
+def _program_key(
+    sources: _Sources, edit: Edit, src: SourceFile, original: Mapping[str, bytes | None]
+) -> str:
+    """Identity of the program after ``edit``: the changed files and their new bytes."""
+    digest = hashlib.sha256()
+    for path in sorted(original):
+        now = edit.apply(src.source) if path == edit.path else sources.get(path)
+        if now != original[path] and now is not None:
+            digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
+            digest.update(hashlib.sha256(now).digest())
+    if edit.path not in original:
+        digest.update(edit.path.encode("utf-8", "surrogateescape") + b"\0")
+        digest.update(hashlib.sha256(edit.apply(src.source)).digest())
+    return digest.hexdigest()
+
+
+def _move(path: str, line: int, edit: Edit, src: SourceFile) -> int | None:
+    """Where ``line`` of ``path`` is after ``edit`` (``None``: the edit removed it)."""
+    if path != edit.path:
+        return line
+    first = src.line_of(edit.start)
+    last = src.line_of(max(edit.start, edit.end - 1))
+    delta = edit.text.count("\n") - src.source[edit.start : edit.end].count(b"\n")
+    if line > last or (edit.start == edit.end and line == last):
+        return line + delta  # after the edit (or the line an insertion went in front of)
+    if line >= first and line > last + delta:
+        return None
+    return line
+
+
+def _shift(
+    lines: list[tuple[str, int, float]], edit: Edit, src: SourceFile
+) -> list[tuple[str, int, float]]:
+    """Line numbers after ``edit`` (for chained edits)."""
+    out = []
+    for path, line, score in lines:
+        moved = _move(path, line, edit, src)
+        if moved is not None:
+            out.append((path, moved, score))
+    return out
+
+
+def _context(source: bytes, edit: Edit) -> tuple[str, str]:
+    """``(old, new)`` for ``replace_in_file``: whole lines around the edit, widened until ``old``
+    occurs once in the file. ``("", "")`` when no unique context exists."""
+    starts = [0]
+    for i, byte in enumerate(source):
+        if byte == 0x0A:
+            starts.append(i + 1)
+
+    def line_index(offset: int) -> int:
+        lo, hi = 0, len(starts) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if starts[mid] <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    first = line_index(edit.start)
+    last = line_index(max(edit.start, edit.end - 1))
+
+    def end_of(index: int) -> int:
+        return starts[index + 1] if index + 1 < len(starts) else len(source)
+
+    grow_up = True
+    while True:
+        rs, re_ = starts[first], end_of(last)
+        old = source[rs:re_]
+        if old and _occurs_once(source, old):
+            new = source[rs : edit.start] + edit.text.encode("utf-8") + source[edit.end : re_]
+            return old.decode("utf-8"), new.decode("utf-8")
+        if first == 0 and end_of(last) >= len(source):
+            return "", ""
+        if (grow_up and first > 0) or end_of(last) >= len(source):
+            first -= 1
+        else:
+            last += 1
+        grow_up = not grow_up
+
+
+def _occurs_once(haystack: bytes, needle: bytes) -> bool:
+    first = haystack.find(needle)
+    return first != -1 and haystack.find(needle, first + 1) == -1
+
+
+class _TriedLog:
+    """Programs already produced from one node (see the module docstring)."""
+
+    def __init__(
+        self, folder: Path | None, node: str, memory: dict[str, list[dict[str, str]]]
+    ) -> None:
+        self.file = folder / f"{node}.jsonl" if folder is not None else None
+        self.node = node
+        self.memory = memory
+
+    def _entries(self) -> list[dict[str, str]]:
+        if self.file is None:
+            return list(self.memory.get(self.node, ()))
+        try:
+            raw = self.file.read_text(encoding="utf-8")
+        except OSError:
+            return []
+        out = []
+        for line in raw.splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a crash
+            if isinstance(entry, dict) and isinstance(entry.get("key"), str):
+                out.append({"tag": str(entry.get("tag", "")), "key": entry["key"]})
+        return out
+
+    def avoid(self, tag: str) -> set[str]:
+        """Keys to avoid: those logged before ``tag``'s own entry, or all when it has none."""
+        entries = self._entries()
+        for i, entry in enumerate(entries):
+            if entry["tag"] == tag:
+                return {e["key"] for e in entries[:i]}
+        return {e["key"] for e in entries}
+
+    def record(self, tag: str, key: str) -> None:
+        entry = {"tag": tag, "key": key}
+        if entry in self._entries():
+            return
+        if self.file is None:
+            self.memory.setdefault(self.node, []).append(entry)
+            return
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            # One short O_APPEND write per entry: concurrent writers do not interleave lines.
+            fd = os.open(self.file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, (json.dumps(entry) + "\n").encode("utf-8"))
+            finally:
+                os.close(fd)
+        except OSError:
+            self.memory.setdefault(self.node, []).append(entry)

@@ -20,7 +20,8 @@ larger ones) and on copies of any checkout given, one run measures the medians o
 
 It prints one table (ratios against the floor measured in the same run) and a PASS/FAIL list of
 the targets at 10k files. Missed targets never change the exit status. The OS page cache is not
-dropped; every timed operation runs once untimed first, so all numbers are warm-cache numbers.
+dropped; every timed operation runs once untimed first (operations that build a whole new store
+or copy rely on the floor's read of every byte instead), so all numbers are warm-cache numbers.
 Nothing of the user's is touched: trees are generated, and checkouts copied, into a temp folder.
 """
 

@@ -3,7 +3,7 @@
 
 Usage::
 
-    python experiments/benchmarks/repair.py [--budget 20] [--jobs 2] [--seed 0]
+    python experiments/benchmarks/repair.py [--budget 15] [--jobs 2] [--seed 0]
         [--policies bfs,best_first,beam,mcts,random] [--bugs ID,ID,...] [--timeout 10]
         [--json results.json] [--report results.json] [--patches]
 
@@ -224,7 +224,7 @@ def report(results: list[Outcome], policies: list[str], bugs: list[str], budget:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--budget", type=int, default=20, help="test runs per bug and policy")
+    parser.add_argument("--budget", type=int, default=15, help="test runs per bug and policy")
     parser.add_argument("--jobs", type=int, default=2, help="searches run in parallel")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per test run")

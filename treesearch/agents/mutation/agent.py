@@ -272,7 +272,12 @@ class MutationAgent:
         tried = _TriedLog(cache / "tried" if cache is not None else None, node, self._tried)
         avoid = tried.avoid(tag)
         count = min(self.edits, ctx.max_steps)
+        if count < 1:
+            return done(
+                AgentStatus.GAVE_UP, f"max_steps={ctx.max_steps} leaves no room for an edit"
+            )
         applied = 0
+        produced: str | None = None
         applied_edits: list[tuple[Edit, SourceFile]] = []
         original = {path: sources.get(path) for path in {p for p, _, _ in lines}}
         for n in range(count):
@@ -319,8 +324,9 @@ class MutationAgent:
             lines = _shift(lines, cand.edit, src)
             applied_edits.append((cand.edit, src))
             sources.update(cand.edit.path, cand.edit.apply(src.source))
-            if last:
-                tried.record(tag, cand.key)
+            produced = cand.key  # the whole program so far, earlier edits of the run included
+        if produced is not None:
+            tried.record(tag, produced)
         if applied < count:
             note = (note + "; " if note else "") + f"only {applied} of {count} edits were possible"
         if not self.relocalize and applied_edits:

@@ -1043,3 +1043,28 @@ def test_new_ignored_file_in_a_new_folder_is_classified_without_full_relisting(
     write(workspace, "notes.txt", "kept")
     names = {e.path for e in store.files(store.capture(label="after").commit)}
     assert names == {".gitignore", "src/a.py", "src/new/deep/mod.py", "notes.txt"}
+
+
+def test_diffs_of_several_pairs_match_diff_of_each(workspace: Path, home: Path, write) -> None:
+    write(workspace, "a.txt", "one\ntwo\n")
+    write(workspace, "odd name\nwith newline", "x\n")
+    store = ShadowStore.open(workspace, home=home)
+    s1 = store.capture()
+    write(workspace, "a.txt", "one\n2\nthree\n")
+    (workspace / "odd name\nwith newline").unlink()
+    write(workspace, "bin.dat", "\0\1\2")
+    s2 = store.capture()
+    write(workspace, "c d.txt", "new\n")
+    s3 = store.capture()
+    pairs = [(s1.tree, s2.tree), (s1.commit, s3.tree), (s3.tree, s1.tree), (s2.tree, s2.tree)]
+    got = store.diffs(pairs)
+    for (a, b), d in zip(pairs, got, strict=True):
+        want = store.diff(a, b, max_patch_bytes=0)
+        assert d.files == want.files and (d.a, d.b) == (want.a, want.b)
+    assert got[0].files and not got[3].files
+    assert {f.path for f in got[1].files} == {
+        "a.txt",
+        "odd name\nwith newline",
+        "bin.dat",
+        "c d.txt",
+    }

@@ -93,7 +93,7 @@ class SessionStore(Protocol):
         """Put a recorded state on disk, after a safety snapshot; returns ``RestoreResult``."""
         ...
 
-    def diff(self, a: str, b: str | None = None) -> Any:
+    def diff(self, a: str, b: str | None = None, *, max_patch_bytes: int = ...) -> Any:
         """Differences between two states; returns ``Diff`` (``files``, ``stat()``, ...)."""
         ...
 
@@ -1126,7 +1126,7 @@ def _summary(store: SessionStore, a: TreeHash, b: TreeHash) -> DiffSummary:
     if a == b:
         return DiffSummary()
     try:
-        diff: _DiffLike = store.diff(a, b)
+        diff: _DiffLike = store.diff(a, b, max_patch_bytes=0)  # counts only: no patch text
     except StoreError as exc:
         raise SessionError(f"diffing {a[:12]}..{b[:12]} failed: {exc}") from exc
     files = diff.files

@@ -72,6 +72,8 @@ OURS_COLD_SEEDED = "ours: capture, cold (new store, seeded from user index)"
 OURS_NOCHANGE = "ours: capture, no change"
 OURS_TWO = "ours: capture, 2 files changed"
 OURS_RESTORE = "ours: restore 5 files (3M 1D 1A), safety incl."
+OURS_NOCHANGE_NOWATCH = "ours, watcher off: capture, no change"
+OURS_RESTORE_NOWATCH = "ours, watcher off: restore 5 files, safety incl."
 OURS_DIFF_SNAPS = "ours: diff snapshot..snapshot (5 files)"
 OURS_DIFF_LIVE = "ours: diff snapshot..live (5 files)"
 COPY_SNAP = "copytree: snapshot"
@@ -628,6 +630,23 @@ class Bench:
         store.restore(base.commit)
         store.close()
 
+        # The same without the inotify watcher (TREESEARCH_WATCH=0, or a network filesystem):
+        # every scan lstats every file.
+        plain = ShadowStore.open(ws, home=self.new_home(), watch=False)
+        pbase = plain.capture()
+        self.add(OURS_NOCHANGE_NOWATCH, repeat(reps, lambda: timed(plain.capture)))
+
+        def restore_unwatched() -> float:
+            change = mut.five(ws)
+            t0 = time.perf_counter()
+            plain.restore(pbase.commit)
+            seconds = time.perf_counter() - t0
+            check_restored(ws, change, "ours restore (watcher off)", self.results.warnings)
+            return seconds
+
+        self.add(OURS_RESTORE_NOWATCH, repeat(reps, restore_unwatched))
+        plain.close()
+
         # Disk: the first snapshot of a new store, then 20 snapshots of 2 changed files each.
         dstore = ShadowStore.open(ws, home=self.new_home())
         dstore.capture()
@@ -915,6 +934,20 @@ def evaluate_targets(results: Results, n: int = TARGET_SIZE) -> list[Target]:
 
     ratio("no-change capture <= 1.5x floor (walk)", nochange, walk, 1.5, True)
     ratio("5-file restore <= 3x floor (walk)", restore, walk, 3.0, True)
+    ratio(
+        "  watcher off: no-change capture <= 1.5x floor",
+        med(GENERATED, OURS_NOCHANGE_NOWATCH),
+        walk,
+        1.5,
+        True,
+    )
+    ratio(
+        "  watcher off: 5-file restore <= 3x floor",
+        med(GENERATED, OURS_RESTORE_NOWATCH),
+        walk,
+        3.0,
+        True,
+    )
     copy_snap = med(GENERATED, COPY_SNAP)
     ratio("no-change capture >= 20x faster than copytree snapshot", copy_snap, nochange, 20, False)
     copy_restore = med(GENERATED, COPY_RESTORE)

@@ -35,6 +35,7 @@ class Store(Protocol):
     def restore(self, ref: str) -> Any: ...
     def resolve(self, ref: str) -> Any: ...
     def diff(self, a: str, b: str | None = None, *, max_patch_bytes: int = ...) -> Any: ...
+    def diffs(self, pairs: Sequence[tuple[str, str]]) -> list[Any]: ...
 
 
 class ScorerLike(Protocol):
@@ -316,7 +317,9 @@ class Controller:
         elif child in g:
             outcome = "transposition"
             reward = g.nodes[child].get("score")
-            edge["diffstat"] = self._diffstat(parent, child)
+            t = time.perf_counter()
+            edge["diffstat"] = _diffstat(self.store.diffs([(parent, child)])[0])
+            timing.bookkeeping += time.perf_counter() - t
         else:
             outcome = "new"
             t = time.perf_counter()
@@ -328,13 +331,16 @@ class Controller:
             feedback = scored.feedback()
             self._write_test_log(child, scored)
             reward = scored.score
-            edge["diffstat"] = self._diffstat(parent, child)
+            t = time.perf_counter()
+            step, whole = self.store.diffs([(parent, child), (G.root_of(g), child)])
+            edge["diffstat"] = _diffstat(step)
             node = {
                 "score": scored.score,
                 "tests": _summary(scored),
                 "commit": snap.commit,
-                "diff_size": self._diff_size(child),
+                "diff_size": _diff_size(whole),
             }
+            timing.bookkeeping += time.perf_counter() - t
         t = time.perf_counter()
         test_runs = self.scorer.test_runs - runs0  # the agent's own run_tests calls count too
         cache_hits = self.scorer.cache_hits - hits0
@@ -360,7 +366,7 @@ class Controller:
         apply_event(g, ev, self.usage)
         if feedback is not None:
             self.feedback[child] = feedback
-        timing.bookkeeping = time.perf_counter() - t
+        timing.bookkeeping += time.perf_counter() - t
         self.timings.append(timing)
         if self.on_progress is not None:
             best = G.best_node(g)
@@ -423,16 +429,6 @@ class Controller:
             )
         return out
 
-    def _diffstat(self, a: str, b: str) -> str:
-        d = self.store.diff(a, b, max_patch_bytes=0)
-        ins = sum(f.added_lines for f in d.files)
-        dels = sum(f.deleted_lines for f in d.files)
-        return f"{len(d.files)} files, +{ins} -{dels}"
-
-    def _diff_size(self, tree: str) -> int:
-        d = self.store.diff(G.root_of(self._g()), tree, max_patch_bytes=0)
-        return sum(f.added_lines + f.deleted_lines + (1 if f.binary else 0) for f in d.files)
-
     def _write_test_log(self, tree: str, result: Any) -> None:
         if self.transcripts is None:
             return
@@ -476,3 +472,15 @@ def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
     tmp.replace(path)
+
+
+def _diffstat(d: Any) -> str:
+    ins = sum(f.added_lines for f in d.files)
+    dels = sum(f.deleted_lines for f in d.files)
+    return f"{len(d.files)} files, +{ins} -{dels}"
+
+
+def _diff_size(d: Any) -> int:
+    """Lines changed from the root (binary files count 1): ties between best nodes go to the
+    smaller change."""
+    return sum(f.added_lines + f.deleted_lines + (1 if f.binary else 0) for f in d.files)

@@ -1,11 +1,18 @@
-"""Walking the workspace: what a capture contains, and what it leaves out (and why)."""
+"""Walking the workspace: what a capture contains, and what it leaves out (and why).
+
+``Walker`` keeps what it saw per folder, so a later walk can re-list only the folders that a
+watcher (``_watch.py``) reports as changed and reuse the rest; ``Walker.full`` walks everything.
+Both give the same ``WalkResult`` for the same files on disk (a test compares them after random
+edits).
+"""
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from treesearch.store.values import Skipped
 
@@ -16,6 +23,8 @@ DEFAULT_EXEC_MODE = 0o755
 _S_IFMT = stat.S_IFMT(0o177777)
 _S_IFREG = stat.S_IFREG
 _S_IFLNK = stat.S_IFLNK
+
+Key = tuple[int, int, int, int, int]
 
 
 @dataclass
@@ -28,11 +37,14 @@ class IgnoreRules:
     """Paths the user's own repository tracks: captured even when a pattern ignores them."""
     keep_dirs: set[str] = field(default_factory=set)
     """Every folder that holds a ``keep`` path (so an ignored folder is still entered for it)."""
+    checked_files: set[str] = field(default_factory=set, compare=False)
+    """Files git was asked about one by one (ignored or not): asked again only when an ignore
+    input changes, which makes new rules."""
 
 
 @dataclass
 class WalkResult:
-    files: dict[str, tuple[int, int, int, int, int]]
+    files: dict[str, Key]
     """Captured regular files and symlinks: relative path -> stat key
     ``(mtime_ns, ctime_ns, size, inode, st_mode)`` (the scan's cache compares these directly)."""
     empty_dirs: list[str]
@@ -48,60 +60,168 @@ class WalkResult:
     dir_names: dict[str, frozenset[str]] = field(default_factory=dict)
     """Entry names of every folder walked (a folder whose names did not change holds no new
     ignored file, even if its mtime moved because a file was replaced)."""
+    touched: set[str] | None = None
+    """After an incremental walk: every path that was or is in a folder listed again (no other
+    path can have changed). ``None`` after a full walk."""
+
+
+class Watch(Protocol):
+    """What the walker needs of a watcher: told about every folder before it is listed."""
+
+    def add(self, abs_dir: str, rel_dir: str) -> None: ...
+    def forget(self, rel_dirs: Collection[str]) -> None: ...
+
+
+class NeedFullWalk(Exception):
+    """An incremental walk met a change it does not handle (e.g. a folder became a repository)."""
+
+
+@dataclass
+class _Dir:
+    """What one walk saw in one folder."""
+
+    mtime: int
+    names: frozenset[str]
+    files: dict[str, Key]
+    modes: dict[str, int]
+    skipped: list[Skipped]
+    subdirs: dict[str, bool]
+    """Walked sub-folders (relative path -> entered only for files the user tracks)."""
+    repo_rel: str
+    only_keep: bool
+    nested: bool
+    ignore: tuple[int, int] | None
+    linked: bool
+    """Holds a file with more than one hard link: a change made through another link is not
+    reported for this folder, so it is re-listed on every incremental walk."""
 
 
 def default_mode(st_mode: int) -> int:
     return DEFAULT_EXEC_MODE if st_mode & 0o100 else DEFAULT_FILE_MODE
 
 
-def walk(
-    root: str,
-    rules_for: Callable[[str], IgnoreRules | None],
-    *,
-    max_file_bytes: int | None,
-) -> WalkResult:
-    """Walk ``root`` with ``os.scandir``, one ``lstat`` per entry.
+RulesFor = Callable[[str], "IgnoreRules | None"]
+
+
+class Walker:
+    """Walks ``root`` with ``os.scandir``, one ``lstat`` per entry, and remembers each folder.
 
     ``rules_for(repo_rel)`` gives the ignore rules of the repository rooted at ``repo_rel`` (``""``
     for the workspace, ``"sub/dir"`` for a nested repository), or ``None`` to ignore nothing.
-    ``.git`` entries are never entered or captured, at any depth.
+    ``.git`` entries are never entered or captured, at any depth. ``watch.add`` is called for
+    every folder before it is listed, so a change made after the listing is always reported.
     """
-    files: dict[str, tuple[int, int, int, int, int]] = {}
-    skipped: list[Skipped] = []
-    nested: list[str] = []
-    modes: dict[str, int] = {}
-    empty_dirs: list[str] = []
-    dir_mtimes: dict[str, int] = {}
-    ignore_files: dict[str, tuple[int, int]] = {}
-    dir_names: dict[str, frozenset[str]] = {}
 
-    def visit(
+    def __init__(
+        self,
+        root: str,
+        rules_for: RulesFor,
+        *,
+        max_file_bytes: int | None,
+        watch: Watch | None = None,
+    ) -> None:
+        self.root = root
+        self.rules_for = rules_for
+        self.max_file_bytes = max_file_bytes
+        self.watch = watch
+        self.dirs: dict[str, _Dir] = {}
+        self.rules: dict[str, IgnoreRules | None] = {}
+        """Rules of every repository root met (``""`` and nested ones), as ``rules_for`` gave."""
+        self._order: list[str] | None = None
+        self.listed = 0
+        """Folders listed by the last ``full`` or ``update``."""
+        self._touched: set[str] | None = None
+
+    # ---------------------------------------------------------------- walking
+
+    def full(self) -> WalkResult:
+        """Walk everything."""
+        self.dirs = {}
+        self.listed = 0
+        self._touched = None
+        self.rules = {"": self.rules_for("")}
+        self._order = None
+        self._visit(self.root, "", "", self.rules[""], False, os.lstat(self.root).st_mtime_ns)
+        return self.result()
+
+    def update(self, dirty: Collection[str], fresh: Collection[str]) -> WalkResult:
+        """Re-list the folders in ``dirty`` (relative paths); walk the folders in ``fresh`` (new,
+        replaced or moved: whatever was known below them is dropped) from scratch. Raises
+        ``NeedFullWalk`` when that cannot give the same answer as ``full``."""
+        self.listed = 0
+        self._touched = set()
+        todo = set(dirty)
+        for rel in fresh:
+            if rel in self.dirs:
+                self._drop(rel)
+            todo.add(_parent(rel))
+        todo.update(rel for rel, d in self.dirs.items() if d.linked)
+        done: set[str] = set()
+        for rel in sorted(todo, key=_depth):
+            old = self.dirs.get(rel)
+            if old is None or rel in done:
+                continue  # gone (its parent drops it) or walked whole in this round
+            abs_dir = os.path.join(self.root, rel) if rel else self.root
+            try:
+                st = os.lstat(abs_dir)
+            except OSError as exc:
+                raise NeedFullWalk(f"{rel}: {exc.strerror}") from exc
+            if not stat.S_ISDIR(st.st_mode):
+                raise NeedFullWalk(f"{rel} is no longer a folder")
+            repo_rules = self.rules.get(old.repo_rel)
+            self._visit(
+                abs_dir, rel, old.repo_rel, repo_rules, old.only_keep, st.st_mtime_ns, old, done
+            )
+        return self.result()
+
+    def _visit(
+        self,
         abs_dir: str,
         rel_dir: str,
         repo_rel: str,
         rules: IgnoreRules | None,
         only_keep: bool,
         mtime: int,
-    ) -> int:
-        dir_mtimes[rel_dir] = mtime
+        old: _Dir | None = None,
+        done: set[str] | None = None,
+    ) -> None:
+        """List one folder; walk its sub-folders too, except (with ``old``, a re-listing) those
+        already known, which keep what was seen in them."""
+        self.listed += 1
+        if done is not None:
+            done.add(rel_dir)
+        if self.watch is not None:
+            self.watch.add(abs_dir, rel_dir)
         try:
             with os.scandir(abs_dir) as it:
                 entries = list(it)
         except OSError as exc:
             raise OSError(exc.errno, f"cannot list folder: {exc.strerror}", rel_dir or ".") from exc
         names = frozenset(e.name for e in entries)
-        dir_names[rel_dir] = names
-        if rel_dir and ".git" in names:
+        nested = bool(rel_dir) and ".git" in names
+        if old is not None and nested != old.nested:
+            raise NeedFullWalk(f"{rel_dir} became or stopped being a repository")
+        if nested:
             # A nested repository: its files are ours to capture, its own ignore rules apply.
-            nested.append(rel_dir)
             repo_rel = rel_dir
-            rules = rules_for(rel_dir)
+            if old is not None:
+                rules = self.rules.get(rel_dir)
+            else:
+                rules = self.rules[rel_dir] = self.rules_for(rel_dir)
             only_keep = False
+        repo_rules = rules
+        files: dict[str, Key] = {}
+        modes: dict[str, int] = {}
+        skipped: list[Skipped] = []
+        subdirs: dict[str, bool] = {}
+        ignore: tuple[int, int] | None = None
+        linked = False
         prefix = rel_dir + "/" if rel_dir else ""
         repo_prefix_len = len(repo_rel) + 1 if repo_rel else 0
         if rules is not None and not (rules.files or rules.dirs or only_keep):
             rules = None  # nothing is ignored here: skip the checks in the hot loop
-        count = 0
+        max_bytes = self.max_file_bytes
+        known = old.subdirs if old is not None else None
         # Hot loop (one iteration per file): kept free of function calls that are not needed.
         for entry in entries:
             name = entry.name
@@ -116,18 +236,21 @@ def walk(
                         if in_repo not in rules.keep_dirs:
                             continue
                         sub_only_keep = True
-                n = visit(
+                subdirs[rel] = sub_only_keep
+                if known is not None and known.get(rel) == sub_only_keep and rel in self.dirs:
+                    continue  # known folder: its own watch reports changes inside it
+                if rel in self.dirs:
+                    self._drop(rel)
+                self._visit(
                     entry.path,
                     rel,
                     repo_rel,
-                    rules,
+                    repo_rules,
                     sub_only_keep,
                     entry.stat(follow_symlinks=False).st_mtime_ns,
+                    None,
+                    done,
                 )
-                if n == 0 and not sub_only_keep:
-                    empty_dirs.append(rel)
-                    n = 1
-                count += n
                 continue
             if rules is not None:
                 in_repo = rel[repo_prefix_len:]
@@ -137,29 +260,128 @@ def walk(
             mode = st.st_mode
             fmt = mode & _S_IFMT
             if fmt == _S_IFREG:
-                if max_file_bytes is not None and st.st_size > max_file_bytes:
-                    skipped.append(
-                        Skipped(rel, "oversize", f"{st.st_size} bytes > {max_file_bytes}")
-                    )
+                if max_bytes is not None and st.st_size > max_bytes:
+                    skipped.append(Skipped(rel, "oversize", f"{st.st_size} bytes > {max_bytes}"))
                     continue
                 files[rel] = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, mode)
+                if st.st_nlink > 1:
+                    linked = True
                 if name == ".gitignore":
-                    ignore_files[rel] = (st.st_mtime_ns, st.st_size)
+                    ignore = (st.st_mtime_ns, st.st_size)
                 perm = mode & 0o7777
                 if perm != (DEFAULT_EXEC_MODE if mode & 0o100 else DEFAULT_FILE_MODE):
                     modes[rel] = perm
-                count += 1
             elif fmt == _S_IFLNK:
                 files[rel] = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, mode)
-                count += 1
             else:
                 skipped.append(Skipped(rel, "special", _kind(mode)))
-        return count
+        if known is not None:
+            for gone in known.keys() - subdirs.keys():
+                if gone in self.dirs:
+                    self._drop(gone)
+        if old is None or known != subdirs:
+            self._order = None
+        if self._touched is not None:
+            self._touched.update(files)
+            if old is not None:
+                self._touched.update(old.files)
+        self.dirs[rel_dir] = _Dir(
+            mtime,
+            names,
+            files,
+            modes,
+            skipped,
+            subdirs,
+            repo_rel,
+            only_keep,
+            nested,
+            ignore,
+            linked,
+        )
 
-    visit(root, "", "", rules_for(""), False, os.lstat(root).st_mtime_ns)
-    return WalkResult(
-        files, empty_dirs, skipped, nested, modes, dir_mtimes, ignore_files, dir_names
-    )
+    def _drop(self, rel: str) -> None:
+        """Forget ``rel`` and everything below it."""
+        below = rel + "/"
+        gone = [d for d in self.dirs if d == rel or d.startswith(below)]
+        for d in gone:
+            if self._touched is not None:
+                self._touched.update(self.dirs[d].files)
+            del self.dirs[d]
+            self.rules.pop(d, None)
+        self._order = None
+        if self.watch is not None:
+            self.watch.forget(gone)
+
+    # ---------------------------------------------------------------- the answer
+
+    def result(self) -> WalkResult:
+        files: dict[str, Key] = {}
+        modes: dict[str, int] = {}
+        skipped: list[Skipped] = []
+        nested: list[str] = []
+        dir_mtimes: dict[str, int] = {}
+        dir_names: dict[str, frozenset[str]] = {}
+        ignore_files: dict[str, tuple[int, int]] = {}
+        for rel, d in self.dirs.items():
+            files.update(d.files)
+            if d.modes:
+                modes.update(d.modes)
+            if d.skipped:
+                skipped.extend(d.skipped)
+            if d.nested:
+                nested.append(rel)
+            dir_mtimes[rel] = d.mtime
+            dir_names[rel] = d.names
+            if d.ignore is not None:
+                ignore_files[rel + "/.gitignore" if rel else ".gitignore"] = d.ignore
+        return WalkResult(
+            files,
+            self._empty_dirs(),
+            skipped,
+            sorted(nested),
+            modes,
+            dir_mtimes,
+            ignore_files,
+            dir_names,
+            None if self._touched is None else set(self._touched),
+        )
+
+    def _empty_dirs(self) -> list[str]:
+        """Folders with nothing captured below them, counting an empty sub-folder as content."""
+        if self._order is None:
+            self._order = sorted(self.dirs, key=_depth, reverse=True)
+        dirs = self.dirs
+        counts: dict[str, int] = {}
+        empty: list[str] = []
+        for rel in self._order:
+            d = dirs[rel]
+            n = len(d.files)
+            for sub, sub_only_keep in d.subdirs.items():
+                c = counts[sub]
+                if c == 0 and not sub_only_keep:
+                    empty.append(sub)
+                    c = 1
+                n += c
+            counts[rel] = n
+        return empty
+
+
+def walk(
+    root: str,
+    rules_for: RulesFor,
+    *,
+    max_file_bytes: int | None,
+) -> WalkResult:
+    """Walk ``root`` once (see ``Walker``)."""
+    return Walker(root, rules_for, max_file_bytes=max_file_bytes).full()
+
+
+def _depth(rel: str) -> int:
+    return rel.count("/") + 1 if rel else 0
+
+
+def _parent(rel: str) -> str:
+    return rel.rpartition("/")[0]
 
 
 def _kind(mode: int) -> str:

@@ -25,7 +25,7 @@ import shutil
 import stat
 import subprocess
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -43,8 +43,18 @@ from treesearch.errors import (
     StoreLockedError,
 )
 from treesearch.store._fs import SafeTree, UnsafePathError
-from treesearch.store._git import BlobReader, GitFailed, GitRunner, isolated_env
-from treesearch.store._walk import MODE, MTIME, IgnoreRules, WalkResult, default_mode, walk
+from treesearch.store._git import BlobReader, GitFailed, GitRunner, git_executable, isolated_env
+from treesearch.store._walk import (
+    MODE,
+    MTIME,
+    SIZE,
+    IgnoreRules,
+    NeedFullWalk,
+    Walker,
+    WalkResult,
+    default_mode,
+)
+from treesearch.store._watch import Inotify
 from treesearch.store.values import (
     CaptureStats,
     Diff,
@@ -61,9 +71,15 @@ PIN_REFS = "refs/treesearch/pins/"
 EMPTY_TREE = TreeHash("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
 _CHANGED_CAP = 5000
 _BULK_PATHS = 256
-_RACY_NS = 1_000_000_000
+_RACY_NS = 2_000_000_000
 """A file modified less than this before a scan is re-checked by the next one (timestamps of a
-later change could be identical; git's index has the same "racy" problem)."""
+later change could be identical; git's index has the same "racy" problem). Two seconds: FAT keeps
+mtimes to 2 s, ext3 and HFS+ to 1 s."""
+_RACY_FINE_NS = 50_000_000
+"""The window for a timestamp with a sub-millisecond part: it comes from a filesystem with
+fine timestamps, which the kernel takes from a clock that ticks at least every 10 ms."""
+_VERIFY_BYTES = 1 << 20
+"""Racy files up to this size are checked by hashing them here instead of by a git process."""
 _HEX = set("0123456789abcdef")
 
 _CONFIG = """\
@@ -79,7 +95,7 @@ _CONFIG = """\
 \teol = lf
 \tfsmonitor = false
 \tuntrackedCache = false
-\tsplitIndex = false
+\tsplitIndex = true
 \tsparseCheckout = false
 \tlogAllRefUpdates = false
 \tprotectNTFS = false
@@ -87,6 +103,8 @@ _CONFIG = """\
 \tcompression = 1
 \tlooseCompression = 1
 \thooksPath = {hooks}
+[splitIndex]
+\tsharedIndexExpire = 1.day.ago
 [gc]
 \tauto = 0
 \tautoDetach = false
@@ -236,6 +254,7 @@ class ShadowStore:
         respect_gitignore: bool = True,
         max_file_bytes: int | None = None,
         lock_timeout: float = 60.0,
+        watch: bool = True,
     ) -> None:
         self.workspace = workspace
         self.path = path
@@ -252,13 +271,23 @@ class ShadowStore:
         self._stat_cache: dict[str, tuple[int, int, int, int, int]] | None = None
         """Stat data of every path in the index as of the last scan (None: unknown)."""
         self._tree: TreeHash | None = None
-        self._racy_after = 0
+        self._scanned_at = 0
+        """When the last scan started (ns): files modified shortly before it are "racy"."""
         self._recent: set[str] = set()
         """Paths modified so recently at the last scan that the next one must ask git again."""
+        self._oids: dict[str, str] = {}
+        """Blob ids of some recent paths (written by a restore, or changed by a capture): a racy
+        file whose content still hashes to its id needs no git process to be checked."""
         self._rules_cache: dict[str, IgnoreRules] | None = None
         self._signature: Any = None
         self._snapshots: dict[str, Snapshot] | None = None
         self._user_tracked: dict[str, tuple[tuple[int, int, int], frozenset[str]]] = {}
+        self._watching = watch
+        self._diff_cache: dict[tuple[str, str], Diff] = {}
+        """File-level diffs (no patch text) of recent tree pairs."""
+        self._watch: Inotify | None = None
+        self._walker: Walker | None = None
+        """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
         self.recovered: str | None = None
         """What ``recover()`` did on open, if an interrupted restore was found (else ``None``)."""
 
@@ -274,12 +303,16 @@ class ShadowStore:
         respect_gitignore: bool = True,
         max_file_bytes: int | None = None,
         lock_timeout: float = 60.0,
+        watch: bool = True,
     ) -> ShadowStore:
         """Open (creating if needed) the store of ``workspace``.
 
         ``home`` defaults to ``$TREESEARCH_HOME`` or the user's cache folder. ``excludes`` are
         gitignore-style patterns never captured (and so never deleted by a restore);
         ``max_file_bytes`` leaves larger files out (reported in ``Snapshot.skipped``).
+        ``watch``: follow changes with inotify where that is reliable (local filesystems on
+        Linux), so a scan re-lists only changed folders; ``False`` (or ``TREESEARCH_WATCH=0``)
+        checks every file on every scan, as git does without an fsmonitor.
         An interrupted restore found here is completed or rolled back (see ``recovered``).
         """
         ws = Path(os.path.abspath(os.fspath(workspace)))
@@ -322,6 +355,7 @@ class ShadowStore:
             respect_gitignore=respect_gitignore,
             max_file_bytes=max_file_bytes,
             lock_timeout=lock_timeout,
+            watch=watch,
         )
         self._init_store()
         if (store / "journal.json").exists():
@@ -358,6 +392,10 @@ class ShadowStore:
 
     def close(self) -> None:
         """Release resources (the store holds no lock between operations)."""
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        self._walker = None
         if self._lock_fd is not None and self._lock_depth == 0:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -575,19 +613,27 @@ class ShadowStore:
     ) -> list[str]:
         indexed = self._stat_cache or {}
         if last is None:
-            paths = set(indexed)
-        else:
-            out = (
-                self._run(["diff-tree", "-r", "-z", "--no-renames", "--name-only", last.tree, tree])
-                if last.tree != tree
-                else b""
+            return sorted(indexed)
+        paths: set[str] = set()
+        if last.tree != tree:
+            out = self._run(
+                ["diff-tree", "-r", "-z", "--no-renames", "--raw", "--numstat", last.tree, tree]
             )
-            paths = {_fs(p) for p in out.split(b"\0") if p}
-            paths.update(p for p in set(modes) ^ set(last.modes) if p in indexed)
-            paths.update(p for p in modes if p in last.modes and modes[p] != last.modes[p])
-            paths.update(set(empty_dirs) ^ set(last.empty_dirs))
-            if last.tree == tree:
-                paths.update(set(empty_dirs) ^ set(last.empty_dirs))
+            fields = out.split(b"\0")
+            # Kept: a session asks for exactly this diff right after the capture.
+            self._remember_diff(_parse_diff(last.tree, tree, fields, 0))
+            for i in range(len(fields) - 1):
+                head = fields[i]
+                if not head.startswith(b":"):
+                    continue
+                path = _fs(fields[i + 1])
+                paths.add(path)
+                new_oid = head.split(b" ")[3].decode()
+                if path in self._recent and new_oid.strip("0"):
+                    self._oids[path] = new_oid  # racy now: the next scan checks it by hashing
+        paths.update(p for p in set(modes) ^ set(last.modes) if p in indexed)
+        paths.update(p for p in modes if p in last.modes and modes[p] != last.modes[p])
+        paths.update(set(empty_dirs) ^ set(last.empty_dirs))
         return sorted(paths)
 
     def _scan(self) -> _Scan:
@@ -613,20 +659,34 @@ class ShadowStore:
             index_paths = {_fs(p) for p in out.split(b"\0") if p}
             feed = sorted(files)
             hashed = len(files) if not index_paths else -1
+        elif w.touched is not None:
+            # An incremental walk says which paths can differ (those in re-listed folders).
+            changed = [p for p in w.touched if p in new_cache and cache.get(p) != new_cache[p]]
+            index_paths = {p for p in w.touched if p in cache and p not in new_cache}
+            recent = self._unverified(
+                [p for p in self._recent if p in new_cache and cache.get(p) == new_cache[p]],
+                new_cache,
+            )
+            feed = sorted(set(changed).union(recent))
+            hashed = len(changed)
         else:
             index_paths = set(cache)
-            racy = self._racy_after
             # Dict equality runs in C: with nothing changed no per-file Python loop is needed.
             changed = (
                 []
                 if new_cache == cache
                 else [p for p, key in new_cache.items() if cache.get(p) != key]
             )
-            recent = [p for p in self._recent if p in new_cache and new_cache[p][MTIME] >= racy]
+            recent = self._unverified(
+                [p for p in self._recent if p in new_cache and cache.get(p) == new_cache[p]],
+                new_cache,
+            )
             feed = sorted(set(changed).union(recent))
             hashed = len(changed)
         stale = index_paths.difference(files)
-        if stale:
+        if feed and stale and all(_deleted_in_place(self.workspace, p, w) for p in stale):
+            feed = sorted(set(feed).union(stale))  # `--remove` drops them: one git less
+        elif stale:
             # Gone, now ignored, or behind a folder that became a symlink: out of the index.
             self._run(
                 ["update-index", "--force-remove", "-z", "--stdin"], input=_zjoin(sorted(stale))
@@ -643,41 +703,102 @@ class ShadowStore:
         if feed or stale or tree is None:
             tree = TreeHash(self._run(["write-tree"]).decode().strip())
         self._stat_cache = new_cache
-        self._racy_after = walk_start - _RACY_NS
-        self._recent = {p for p in feed if new_cache[p][MTIME] >= self._racy_after}
+        self._recent = {
+            p
+            for p in (feed if cache is None else set(feed).union(self._recent))
+            if p in new_cache and _is_racy(new_cache[p][MTIME], walk_start)
+        }
+        self._oids = {p: oid for p, oid in self._oids.items() if p in self._recent}
+        for p in feed:
+            self._oids.pop(p, None)  # git hashed it again: the id we knew may be out of date
+        self._scanned_at = walk_start
         self._tree = tree
         if hashed < 0:
             hashed = 0  # unknown in a fresh process (git's stat cache decided); counted from now on
         return _Scan(tree, w, hashed, time.perf_counter() - t0)
 
+    def _unverified(self, paths: list[str], keys: Mapping[str, tuple[int, ...]]) -> list[str]:
+        """The racy ``paths`` git must look at again: those whose blob id we do not know, or
+        whose content no longer hashes to it (what git does for its own racy entries)."""
+        out = []
+        for p in paths:
+            oid = self._oids.get(p)
+            if (
+                oid is None
+                or keys[p][SIZE] > _VERIFY_BYTES
+                or _blob_id(self.workspace, p, keys[p]) != oid
+            ):
+                out.append(p)
+        return out
+
     def _walk(self) -> WalkResult:
-        """Walk the workspace; reuse the last ignore listing unless a folder or ignore file changed."""
-        if not (self.respect_gitignore or self.excludes):
-            return walk(str(self.workspace), lambda rel: None, max_file_bytes=self.max_file_bytes)
+        """Walk the workspace; reuse the last ignore listing unless a folder or ignore file changed.
+
+        With a watcher (``_watch.py``), only the folders it reports as changed are listed again;
+        the rest of the last walk is reused (same answer, no ``lstat`` per unchanged file).
+        """
+        no_rules = not (self.respect_gitignore or self.excludes)
         cached = self._rules_cache
-        used: dict[str, IgnoreRules] = {}
 
-        def rules_for(rel: str) -> IgnoreRules:
+        def rules_for(rel: str) -> IgnoreRules | None:
+            if no_rules:
+                return None
             rules = cached.get(rel) if cached is not None else None
-            if rules is None:
-                rules = self._ignore_rules(rel)
-            used[rel] = rules
-            return rules
+            return rules if rules is not None else self._ignore_rules(rel)
 
+        # Until this walk completes, what the walker holds is unknown (a folder that cannot be
+        # listed stops it half-way, after the watcher's events were consumed).
+        walker, self._walker = self._walker, None
+        w = self._walk_live(walker, rules_for) if (no_rules or cached is not None) else None
+        if w is None or walker is None:
+            walker = self._new_walker(rules_for)
+            w = walker.full()
         self._rules_cache = None
-        w = walk(str(self.workspace), rules_for, max_file_bytes=self.max_file_bytes)
+        if no_rules:
+            self._walker = walker
+            return w
+        used = {rel: r for rel, r in walker.rules.items() if r is not None}
         if cached is not None and not self._signature_holds(w, used):
             fresh = self._relist(w, used)
             if fresh != used:
+                walker = self._new_walker(lambda rel: fresh.get(rel) or self._ignore_rules(rel))
+                w = walker.full()
+                used = {rel: r for rel, r in walker.rules.items() if r is not None}
+            else:
+                walker.rules.update(fresh)  # the same rules, plus what git was asked since
                 used = fresh
-                w = walk(
-                    str(self.workspace),
-                    lambda rel: fresh.get(rel) or self._ignore_rules(rel),
-                    max_file_bytes=self.max_file_bytes,
-                )
+        self._walker = walker
         self._rules_cache = dict(used)
         self._signature = (w.dir_mtimes, w.dir_names, w.ignore_files, self._info_excludes(used))
         return w
+
+    def _walk_live(
+        self, walker: Walker | None, rules_for: Callable[[str], IgnoreRules | None]
+    ) -> WalkResult | None:
+        """The last walk brought up to date from the watcher's events; ``None``: walk it all."""
+        watch = self._watch
+        if walker is None or watch is None:
+            return None
+        changes = watch.read()
+        if changes is None:
+            return None
+        walker.rules_for = rules_for
+        try:
+            w = walker.update(changes.dirty, changes.fresh)
+        except NeedFullWalk:
+            return None
+        return None if watch.lost else w
+
+    def _new_walker(self, rules_for: Callable[[str], IgnoreRules | None]) -> Walker:
+        """A walker for a full walk, with a fresh watcher (its events start now)."""
+        if self._watch is not None:
+            if self._watch.broken:
+                self._watching = False  # e.g. the watch limit: do not try on every scan
+            self._watch.close()
+        self._watch = Inotify.create(str(self.workspace)) if self._watching else None
+        return Walker(
+            str(self.workspace), rules_for, max_file_bytes=self.max_file_bytes, watch=self._watch
+        )
 
     def _signature_holds(self, w: WalkResult, repos: Mapping[str, object]) -> bool:
         """True when the last ignore listing still applies: no ignore file changed, and every
@@ -688,9 +809,9 @@ class ShadowStore:
         dirs, names, ignore_files, info = self._signature
         if w.ignore_files != ignore_files or w.dir_mtimes.keys() != dirs.keys():
             return False
-        racy = self._racy_after
+        since = self._scanned_at
         for d, mtime in w.dir_mtimes.items():
-            if (mtime != dirs[d] or mtime >= racy) and w.dir_names[d] != names.get(d):
+            if (mtime != dirs[d] or _is_racy(mtime, since)) and w.dir_names[d] != names.get(d):
                 return False
         return bool(info == self._info_excludes(repos))
 
@@ -737,6 +858,7 @@ class ShadowStore:
         if base is not None:
             rules.files.update(base.files)
             rules.dirs.update(base.dirs)
+            rules.checked_files.update(base.checked_files)
         for raw in out.split(b"\0"):
             if not raw:
                 continue
@@ -763,17 +885,27 @@ class ShadowStore:
             and (sig[3] == self._info_excludes(used))
         ):
             old_names = sig[1]
+            base = used[""]
             new_paths: list[str] = []
+            new_files: list[str] = []
             for d, names in w.dir_names.items():
                 before = old_names.get(d)
-                if before is None:
-                    continue  # a new folder: its parent lists it as a new entry
+                if before is None or names is before:
+                    continue  # a new folder (its parent lists it as new), or one not re-listed
                 prefix = d + "/" if d else ""
-                new_paths.extend(prefix + n for n in sorted(names - before) if n != ".git")
+                for n in sorted(names - before):
+                    p = prefix + n
+                    if n == ".git" or p in w.dir_mtimes:
+                        new_paths.append(p)  # a folder: what it holds may differ every time
+                    elif p not in base.checked_files:
+                        new_paths.append(p)
+                        new_files.append(p)
             if not new_paths:
-                return used
+                return used  # every new name is a file that was classified before
             if len(new_paths) <= 512:
-                return {"": self._ignore_rules("", new_paths, base=used[""])}
+                rules = self._ignore_rules("", new_paths, base=base)
+                rules.checked_files.update(new_files)
+                return {"": rules}
         return {rel: self._ignore_rules(rel) for rel in used}
 
     def _tracked_by_user(self, root: Path) -> frozenset[str]:
@@ -834,7 +966,7 @@ class ShadowStore:
         try:
             pack = subprocess.Popen(
                 [
-                    self._git_exe(),
+                    git_executable(),
                     *pre,
                     "-c",
                     "pack.compression=1",
@@ -850,7 +982,7 @@ class ShadowStore:
                 cwd=str(self.workspace),
             )
             unpack = subprocess.Popen(
-                [self._git_exe(), "index-pack", "--stdin"],
+                [git_executable(), "index-pack", "--stdin"],
                 stdin=pack.stdout,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -872,12 +1004,6 @@ class ShadowStore:
         except (OSError, GitFailed):
             with contextlib.suppress(FileNotFoundError):
                 tmp_index.unlink()
-
-    @staticmethod
-    def _git_exe() -> str:
-        from treesearch.store._git import git_executable
-
-        return git_executable()
 
     # ------------------------------------------------------------------ snapshots & refs
 
@@ -1191,6 +1317,9 @@ class ShadowStore:
                     continue
                 cache[p] = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode)
                 self._recent.add(p)  # just written: racy until the timestamp tick has passed
+            for p, _mode, oid, *_ in plan.writes:
+                if p in self._recent:
+                    self._oids[p] = oid
             self._stat_cache = cache
             self._tree = tree
 
@@ -1259,50 +1388,52 @@ class ShadowStore:
             with self.lock():
                 ta = self._tree_of(a)
                 tb = self._scan().tree if b is None else self._tree_of(b)
-                return self._diff_trees(ta, tb, max_patch_bytes)
+                known = self._diff_cache.get((ta, tb)) if max_patch_bytes <= 0 else None
+                return known or self._diff_trees(ta, tb, max_patch_bytes)
         except GitFailed as exc:
             raise DiffError(_git_message("diff failed", exc)) from exc
         except OSError as exc:
             raise DiffError(f"diff failed: cannot read {exc.filename}: {exc.strerror}") from exc
 
+    def diffs(self, pairs: Sequence[tuple[str, str]]) -> list[Diff]:
+        """File-level changes (no patch text) for several pairs of snapshots, with one git
+        process: what a search needs per node (parent -> child, root -> child)."""
+        try:
+            with self.lock():
+                trees = [(self._tree_of(a), self._tree_of(b)) for a, b in pairs]
+                todo = sorted({(a, b) for a, b in trees if a != b} - self._diff_cache.keys())
+                parsed: dict[tuple[str, str], list[bytes]] = {}
+                if todo:
+                    out = self._run(
+                        ["diff-tree", "-r", "-z", "--no-renames", "--raw", "--numstat", "--stdin"],
+                        input="".join(f"{a} {b}\n" for a, b in todo).encode(),
+                    )
+                    parsed = _split_stdin_diffs(out)
+                for ta, tb in todo:
+                    self._remember_diff(_parse_diff(ta, tb, parsed.get((ta, tb), []), 0))
+                return [
+                    self._diff_cache[(ta, tb)] if ta != tb else Diff(ta, tb, (), "", False)
+                    for ta, tb in trees
+                ]
+        except GitFailed as exc:
+            raise DiffError(_git_message("diff failed", exc)) from exc
+
+    def _remember_diff(self, d: Diff) -> None:
+        """Keep a file-level diff of two trees (immutable: trees never change)."""
+        cache = self._diff_cache
+        cache[(d.a, d.b)] = d
+        while len(cache) > 64:
+            del cache[next(iter(cache))]
+
     def _diff_trees(self, ta: TreeHash, tb: TreeHash, max_patch_bytes: int) -> Diff:
         if ta == tb:
             return Diff(ta, tb, (), "", False)
         out = self._run(["diff-tree", "-r", "-z", "--no-renames", "--raw", "--numstat", ta, tb])
-        raw: dict[str, tuple[str, int | None, int | None]] = {}
-        counts: dict[str, tuple[int, int, bool]] = {}
-        fields = out.split(b"\0")
-        i = 0
-        while i < len(fields):
-            item = fields[i]
-            if item.startswith(b":"):
-                old_mode, new_mode, _o, _n, status = item[1:].decode().split(" ")
-                raw[_fs(fields[i + 1])] = (
-                    status,
-                    None if status == "A" else int(old_mode, 8),
-                    None if status == "D" else int(new_mode, 8),
-                )
-                i += 2
-            elif item:
-                added, deleted, path = item.split(b"\t", 2)
-                binary = added == b"-"
-                counts[_fs(path)] = (
-                    0 if binary else int(added),
-                    0 if binary else int(deleted),
-                    binary,
-                )
-                i += 1
-            else:
-                i += 1
-        files = tuple(
-            FileChange(path, status, om, nm, *counts.get(path, (0, 0, False)))
-            for path, (status, om, nm) in sorted(raw.items())
-        )
-        if max_patch_bytes <= 0:
-            patch, truncated = "", bool(files)
-        else:
+        diff = _parse_diff(ta, tb, out.split(b"\0"), max_patch_bytes)
+        if max_patch_bytes > 0:
             patch, truncated = self._patch(ta, tb, max_patch_bytes)
-        return Diff(ta, tb, files, patch, truncated)
+            diff = replace(diff, patch=patch, truncated=truncated)
+        return diff
 
     def _patch(self, ta: str, tb: str, cap: int) -> tuple[str, bool]:
         proc = self._git.popen(
@@ -1548,6 +1679,83 @@ def _user_git_dir(root: Path) -> Path | None:
             p = p if p.is_absolute() else (root / p)
             return p if p.is_dir() else None
     return None
+
+
+def _parse_diff(ta: TreeHash, tb: TreeHash, fields: list[bytes], max_patch_bytes: int) -> Diff:
+    """A ``Diff`` from ``diff-tree -z --raw --numstat`` output split at NUL (no patch text)."""
+    raw: dict[str, tuple[str, int | None, int | None]] = {}
+    counts: dict[str, tuple[int, int, bool]] = {}
+    i = 0
+    while i < len(fields):
+        item = fields[i]
+        if item.startswith(b":"):
+            old_mode, new_mode, _o, _n, status = item[1:].decode().split(" ")
+            raw[_fs(fields[i + 1])] = (
+                status,
+                None if status == "A" else int(old_mode, 8),
+                None if status == "D" else int(new_mode, 8),
+            )
+            i += 2
+        elif item:
+            added, deleted, path = item.split(b"\t", 2)
+            binary = added == b"-"
+            counts[_fs(path)] = (0 if binary else int(added), 0 if binary else int(deleted), binary)
+            i += 1
+        else:
+            i += 1
+    files = tuple(
+        FileChange(path, status, om, nm, *counts.get(path, (0, 0, False)))
+        for path, (status, om, nm) in sorted(raw.items())
+    )
+    return Diff(ta, tb, files, "", bool(files) and max_patch_bytes <= 0)
+
+
+def _split_stdin_diffs(out: bytes) -> dict[tuple[str, str], list[bytes]]:
+    """Split ``diff-tree --stdin -z`` output by pair: each pair's output follows a line
+    ``<tree> <tree>\\n`` (newline-terminated even with ``-z``)."""
+    result: dict[tuple[str, str], list[bytes]] = {}
+    current: list[bytes] | None = None
+    for field_ in out.split(b"\0"):
+        while field_ and not field_.startswith(b":") and b"\n" in field_[:100]:
+            head, _, field_ = field_.partition(b"\n")
+            parts = head.decode().split(" ")
+            if len(parts) == 2 and all(len(x) >= 40 and _HEX.issuperset(x) for x in parts):
+                current = result.setdefault((parts[0], parts[1]), [])
+            else:
+                field_ = head + b"\n" + field_
+                break
+        if current is not None:
+            current.append(field_)
+    return result
+
+
+def _deleted_in_place(root: Path, rel: str, w: WalkResult) -> bool:
+    """A file deleted from a folder that is still a real folder (not a symlink or gone)."""
+    parent = rel.rpartition("/")[0]
+    return parent in w.dir_mtimes and not os.path.lexists(os.path.join(root, rel))
+
+
+def _is_racy(mtime: int, scanned_at: int) -> bool:
+    """Could a change after a scan that started at ``scanned_at`` keep this mtime?"""
+    return mtime >= scanned_at - (_RACY_FINE_NS if mtime % 1_000_000 else _RACY_NS)
+
+
+def _blob_id(root: Path, rel: str, key: tuple[int, ...]) -> str | None:
+    """git's blob id of a file or symlink as it is now (``None`` if it cannot be read)."""
+    path = os.path.join(root, rel)
+    try:
+        if stat.S_ISLNK(key[MODE]):
+            data = os.fsencode(os.readlink(path))
+        else:
+            with open(path, "rb", opener=_nofollow) as fh:
+                data = fh.read(_VERIFY_BYTES + 1)
+    except OSError:
+        return None
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _nofollow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW)
 
 
 def _under_any(path: str, dirs: set[str]) -> bool:

@@ -1,0 +1,317 @@
+"""Change notification (inotify): an incremental walk must see exactly what a full walk sees."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from treesearch.store import ShadowStore
+from treesearch.store._walk import IgnoreRules, NeedFullWalk, Walker, WalkResult, walk
+from treesearch.store._watch import Inotify, local_filesystem
+
+pytestmark = pytest.mark.skipif(
+    Inotify.create(os.getcwd()) is None and Inotify.create("/tmp") is None,
+    reason="no inotify on a local filesystem here",
+)
+
+
+def _canon(w: WalkResult) -> dict[str, object]:
+    return {
+        "files": dict(sorted(w.files.items())),
+        "empty_dirs": sorted(w.empty_dirs),
+        "skipped": sorted((s.path, s.reason) for s in w.skipped),
+        "nested": sorted(w.nested_repos),
+        "modes": dict(sorted(w.modes.items())),
+        "dir_mtimes": dict(sorted(w.dir_mtimes.items())),
+        "dir_names": dict(sorted(w.dir_names.items())),
+        "ignore_files": dict(sorted(w.ignore_files.items())),
+    }
+
+
+def _rules(rel: str) -> IgnoreRules:
+    # "build/" is ignored, except build/keep.txt, which the user's repository tracks.
+    return IgnoreRules(dirs={"build/"}, keep={"build/keep.txt"}, keep_dirs={"build"})
+
+
+class _Ops:
+    """Random edits of a workspace: files, folders, renames in and out, links, modes."""
+
+    def __init__(self, ws: Path, outside: Path, rng: random.Random) -> None:
+        self.ws, self.outside, self.rng = ws, outside, rng
+        self.n = 0
+
+    def _dirs(self) -> list[Path]:
+        return [self.ws] + sorted(
+            p
+            for p in self.ws.rglob("*")
+            if p.is_dir() and not p.is_symlink() and ".git" not in p.parts
+        )
+
+    def _files(self) -> list[Path]:
+        return sorted(
+            p
+            for p in self.ws.rglob("*")
+            if (p.is_file() or p.is_symlink()) and ".git" not in p.parts
+        )
+
+    def step(self) -> str:
+        rng = self.rng
+        self.n += 1
+        n = self.n
+        files, dirs = self._files(), self._dirs()
+        op = rng.choice(
+            [
+                "create", "create", "modify", "modify_same_size", "delete", "mkdir", "mkdir_deep",
+                "rmtree", "rename_file", "rename_dir", "dir_to_file", "symlink", "chmod",
+                "move_in", "move_out", "hardlink_write", "utime_dir", "gitignore", "build",
+                "nested_repo",
+            ]
+        )  # fmt: skip
+        d = rng.choice(dirs)
+        if op == "create" or (not files and op in ("modify", "modify_same_size", "delete")):
+            (d / f"f{n}.txt").write_text(f"new {n}\n")
+        elif op == "modify":
+            f = rng.choice(files)
+            if f.is_file() and not f.is_symlink():
+                f.write_text(f"changed {n} " * rng.randint(1, 3))
+        elif op == "modify_same_size":
+            f = rng.choice(files)
+            if f.is_file() and not f.is_symlink():
+                data = bytearray(f.read_bytes() or b"x")
+                data[0] = (data[0] + 1) % 256
+                st = f.stat()
+                f.write_bytes(bytes(data))
+                os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size, same mtime
+        elif op == "delete":
+            rng.choice(files).unlink()
+        elif op == "mkdir":
+            (d / f"d{n}").mkdir()
+        elif op == "mkdir_deep":
+            deep = d / f"deep{n}" / "a" / "b"
+            deep.mkdir(parents=True)
+            (deep / "x.txt").write_text("x")
+            (deep.parent / "y.txt").write_text("y")
+        elif op == "rmtree" and d != self.ws:
+            shutil.rmtree(d)
+        elif op == "rename_file" and files:
+            f = rng.choice(files)
+            f.rename(rng.choice(dirs) / f"moved{n}")
+        elif op == "rename_dir" and d != self.ws:
+            target = rng.choice(dirs)
+            if target != d and d not in target.parents:
+                d.rename(target / f"rd{n}")
+        elif op == "dir_to_file" and d != self.ws:
+            shutil.rmtree(d)
+            d.write_text("was a folder\n")
+        elif op == "symlink":
+            os.symlink(f"target{n}", d / f"link{n}")
+        elif op == "chmod" and files:
+            f = rng.choice(files)
+            if f.is_file() and not f.is_symlink():
+                f.chmod(rng.choice([0o600, 0o644, 0o755, 0o700]))
+        elif op == "move_in":
+            src = self.outside / f"in{n}"
+            (src / "sub").mkdir(parents=True)
+            (src / "sub" / "z.txt").write_text("z")
+            src.rename(d / f"in{n}")
+        elif op == "move_out" and d != self.ws:
+            d.rename(self.outside / f"out{n}")
+            (self.outside / f"out{n}" / "after.txt").write_text("written after the move")
+        elif op == "hardlink_write":
+            # Written through a link outside the workspace: no event in the workspace's folders.
+            link = self.outside / "hardlink"
+            if link.stat().st_nlink > 1:
+                link.write_text(f"through the other link {n}")
+        elif op == "utime_dir":
+            os.utime(d, ns=(1, 1_000_000_000 * n))
+        elif op == "gitignore":
+            (d / ".gitignore").write_text(f"# {n}\n")
+        elif op == "build":
+            b = self.ws / "build"
+            b.mkdir(exist_ok=True)
+            (b / f"out{n}.o").write_text("ignored")
+            (b / "keep.txt").write_text(f"tracked {n}")
+        elif op == "nested_repo" and d != self.ws:
+            (d / ".git").mkdir(exist_ok=True)
+        else:
+            (d / f"f{n}.txt").write_text(f"fallback {n}\n")
+        return op
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_incremental_walk_matches_a_full_walk_after_random_edits(tmp_path: Path, seed: int) -> None:
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    (ws / "src" / "pkg").mkdir(parents=True)
+    (ws / "src" / "pkg" / "a.py").write_text("a = 1\n")
+    (ws / "docs").mkdir()
+    (ws / "empty").mkdir()
+    (ws / "docs" / "linked.txt").write_text("has a second link outside\n")
+    os.link(ws / "docs" / "linked.txt", outside / "hardlink")
+    watch = Inotify.create(str(ws))
+    assert watch is not None
+    walker = Walker(str(ws), _rules, max_file_bytes=None, watch=watch)
+    prev = walker.full()
+    ops = _Ops(ws, outside, random.Random(seed))
+    incremental = 0
+    for _ in range(60):
+        done = [ops.step() for _ in range(random.Random(seed * 1000 + ops.n).randint(1, 4))]
+        changes = watch.read()
+        if changes is None or watch.lost:
+            got = walker.full()
+        else:
+            try:
+                got = walker.update(changes.dirty, changes.fresh)
+                incremental += 1
+                # Every path that differs from the last walk is among those it says it touched.
+                differ = {
+                    p
+                    for p in prev.files.keys() | got.files.keys()
+                    if prev.files.get(p) != got.files.get(p)
+                }
+                assert got.touched is not None and differ <= got.touched, f"after {done}"
+            except NeedFullWalk:
+                got = walker.full()
+        want = walk(str(ws), _rules, max_file_bytes=None)
+        assert _canon(got) == _canon(want), f"after {done}"
+        prev = got
+    assert incremental >= 30  # most rounds were answered without a full walk
+    watch.close()
+
+
+def test_a_scan_with_a_watcher_lists_only_the_changed_folders(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    for i in range(30):
+        d = ws / f"d{i:02d}"
+        d.mkdir(parents=True)
+        for j in range(5):
+            (d / f"f{j}.txt").write_text(f"{i} {j}\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    first = store.capture()
+    assert store._watch is not None and store._walker is not None
+    assert store._walker.listed == 31
+    again = store.capture()
+    assert again.commit == first.commit and store._walker.listed == 0
+    (ws / "d07" / "f1.txt").write_text("changed\n")
+    second = store.capture()
+    assert second.changed == ("d07/f1.txt",) and store._walker.listed == 1
+    # The restore's safety scan is incremental too, and still sees an unrecorded edit.
+    (ws / "d08" / "f2.txt").write_text("not captured yet\n")
+    res = store.restore(first.tree)
+    assert store._walker.listed == 1
+    assert (ws / "d08" / "f2.txt").read_text() == "8 2\n"
+    store.undo()
+    assert (ws / "d08" / "f2.txt").read_text() == "not captured yet\n"
+    assert res.safety.tree != second.tree
+    store.close()
+    assert store._watch is None
+
+
+def test_an_overflowing_event_queue_falls_back_to_a_full_walk(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "a").mkdir(parents=True)
+    (ws / "b").mkdir()
+    (ws / "a" / "keep").write_text("a")
+    (ws / "b" / "keep").write_text("b")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    store.capture()
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    # Alternating files: the kernel merges only identical consecutive events.
+    fa, fb = (
+        os.open(ws / "a" / "x", os.O_WRONLY | os.O_CREAT),
+        os.open(ws / "a" / "y", os.O_WRONLY | os.O_CREAT),
+    )
+    try:
+        for _ in range(limit // 2 + 10):
+            os.write(fa, b"x")
+            os.write(fb, b"y")
+    finally:
+        os.close(fa)
+        os.close(fb)
+    (ws / "b" / "late.txt").write_text("late\n")
+    snap = store.capture()
+    assert store._walker is not None and store._walker.listed == 3  # everything again
+    assert set(snap.changed) == {"a/x", "a/y", "b/late.txt"}
+
+
+def test_watching_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "f").write_text("1")
+    off = ShadowStore.open(ws, home=tmp_path / "home", watch=False)
+    off.capture()
+    assert off._watch is None
+    monkeypatch.setenv("TREESEARCH_WATCH", "0")
+    env_off = ShadowStore.open(ws, home=tmp_path / "home2")
+    env_off.capture()
+    assert env_off._watch is None
+    (ws / "f").write_text("2")
+    assert env_off.capture().changed == ("f",) and off.capture().changed == ("f",)
+    assert env_off._walker is not None and env_off._walker.listed == 1  # a full walk each time
+
+
+def test_only_local_filesystems_are_watched(tmp_path: Path) -> None:
+    info = (
+        b"1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"
+        b"2 1 0:50 / /srv/nfs rw - nfs4 server:/x rw\n"
+        b"3 1 0:51 / /home/u/my\\040proj rw - tmpfs tmpfs rw\n"
+        b"4 3 0:52 / /home/u/my\\040proj/mnt rw - fuse.sshfs host: rw\n"
+    )
+    assert local_filesystem("/home/u/other", info)
+    assert not local_filesystem("/srv/nfs/project", info)
+    assert not local_filesystem("/srv", info)  # a network mount below it
+    assert not local_filesystem("/home/u/my proj", info)  # FUSE below it
+    assert local_filesystem("/home/u/my proj/src", info)
+    assert not local_filesystem("/home/u/my proj/mnt/x", info)
+    assert not local_filesystem("/proc")
+
+
+def _count_git(store: ShadowStore) -> list[list[str]]:
+    calls: list[list[str]] = []
+    original = store._git.run
+
+    def counting(args, **kw):  # type: ignore[no-untyped-def]  # observes the real runner
+        calls.append(list(args))
+        return original(args, **kw)
+
+    store._git.run = counting  # type: ignore[method-assign]
+    return calls
+
+
+def test_files_a_restore_just_wrote_are_checked_by_hashing_not_by_git(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    (ws / "b.txt").write_text("bee\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    first = store.capture()
+    (ws / "a.txt").write_text("two\n")
+    store.capture()
+    time.sleep(0.1)
+    store.restore(first.tree)  # writes a.txt: racy until its timestamp tick has passed
+    calls = _count_git(store)
+    again = store.capture()
+    assert again.tree == first.tree and calls == []
+
+
+def test_a_same_size_edit_right_after_a_restore_is_captured(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    first = store.capture()
+    (ws / "a.txt").write_text("two\n")
+    second = store.capture()
+    for i in range(20):
+        store.restore(first.tree if i % 2 == 0 else second.tree)
+        (ws / "a.txt").write_text(f"x{i:02d}\n")  # same size, likely the same timestamp tick
+        snap = store.capture()
+        files = {e.path: e for e in store.files(snap.commit)}
+        store.materialize(snap.commit, tmp_path / f"check{i}")
+        assert (tmp_path / f"check{i}" / "a.txt").read_text() == f"x{i:02d}\n", files

@@ -315,3 +315,30 @@ def test_a_same_size_edit_right_after_a_restore_is_captured(tmp_path: Path) -> N
         files = {e.path: e for e in store.files(snap.commit)}
         store.materialize(snap.commit, tmp_path / f"check{i}")
         assert (tmp_path / f"check{i}" / "a.txt").read_text() == f"x{i:02d}\n", files
+
+
+def test_a_forked_child_does_not_take_the_parents_events(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "d").mkdir(parents=True)
+    (ws / "e").mkdir()
+    (ws / "d" / "f.txt").write_text("0\n")
+    (ws / "e" / "g.txt").write_text("0\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    first = store.capture()
+    pid = os.fork()
+    if pid == 0:  # the child: edits and scans (a live diff records nothing), then leaves
+        code = 1
+        try:
+            (ws / "e" / "child.txt").write_text("child\n")
+            code = 0 if [f.path for f in store.diff(first.commit).files] == ["e/child.txt"] else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    (ws / "d" / "f.txt").write_text("1\n")
+    snap = store.capture()  # the parent's watcher still reports the child's change too
+    files = {e.path for e in store.files(snap.commit)}
+    assert files == {"d/f.txt", "e/g.txt", "e/child.txt"}
+    assert store.materialize(snap.commit, tmp_path / "copy") and (
+        (tmp_path / "copy" / "d" / "f.txt").read_text() == "1\n"
+    )

@@ -100,6 +100,8 @@ class Inotify:
         """Why watching stopped (watch limit reached, ...): every scan walks everything then."""
         self.lost = False
         """A folder could not be watched: the next scan must walk everything."""
+        self.pid = os.getpid()
+        """The process that reads the events: a forked child must not take them from it."""
         self._finalizer = weakref.finalize(self, os.close, fd)
 
     @classmethod
@@ -124,6 +126,8 @@ class Inotify:
 
     @property
     def usable(self) -> bool:
+        if self.pid != os.getpid() and self.broken is None:
+            self.broken = "inherited from another process"  # its events are the parent's
         return self.broken is None and self._finalizer.alive
 
     # ---------------------------------------------------------------- watches

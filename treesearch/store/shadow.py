@@ -545,7 +545,11 @@ class ShadowStore:
                 stats=replace(stats, seconds=time.perf_counter() - t0),
             )
         # A safety snapshot's list of changes is never read: spare the diff.
-        changed = [] if kind == "safety" else self._changed(last, scan.tree, w.modes, empty_dirs)
+        changed = (
+            []
+            if kind == "safety"
+            else self._changed(last, scan.tree, w.modes, empty_dirs, counts=scan.hashed <= 256)
+        )
         created = time.time()
         body = {
             "format": STORE_FORMAT,
@@ -610,18 +614,21 @@ class ShadowStore:
         tree: TreeHash,
         modes: dict[str, int],
         empty_dirs: tuple[str, ...],
+        *,
+        counts: bool,
     ) -> list[str]:
+        """Paths changed since ``last``; with ``counts`` (a small change), the file-level diff
+        with line counts is kept too: a session asks for exactly that right after a capture."""
         indexed = self._stat_cache or {}
         if last is None:
             return sorted(indexed)
         paths: set[str] = set()
         if last.tree != tree:
-            out = self._run(
-                ["diff-tree", "-r", "-z", "--no-renames", "--raw", "--numstat", last.tree, tree]
-            )
+            extra = ["--raw", "--numstat"] if counts else []
+            out = self._run(["diff-tree", "-r", "-z", "--no-renames", *extra, last.tree, tree])
             fields = out.split(b"\0")
-            # Kept: a session asks for exactly this diff right after the capture.
-            self._remember_diff(_parse_diff(last.tree, tree, fields, 0))
+            if counts:
+                self._remember_diff(_parse_diff(last.tree, tree, fields, 0))
             for i in range(len(fields) - 1):
                 head = fields[i]
                 if not head.startswith(b":"):
@@ -792,7 +799,7 @@ class ShadowStore:
     def _new_walker(self, rules_for: Callable[[str], IgnoreRules | None]) -> Walker:
         """A walker for a full walk, with a fresh watcher (its events start now)."""
         if self._watch is not None:
-            if self._watch.broken:
+            if self._watch.broken and self._watch.pid == os.getpid():
                 self._watching = False  # e.g. the watch limit: do not try on every scan
             self._watch.close()
         self._watch = Inotify.create(str(self.workspace)) if self._watching else None

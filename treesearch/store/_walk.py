@@ -197,7 +197,8 @@ class Walker:
                 entries = list(it)
         except OSError as exc:
             raise OSError(exc.errno, f"cannot list folder: {exc.strerror}", rel_dir or ".") from exc
-        names = frozenset(e.name for e in entries)
+        name_list = [e.name for e in entries]
+        names = frozenset(name_list)
         nested = bool(rel_dir) and ".git" in names
         if old is not None and nested != old.nested:
             raise NeedFullWalk(f"{rel_dir} became or stopped being a repository")
@@ -223,8 +224,7 @@ class Walker:
         max_bytes = self.max_file_bytes
         known = old.subdirs if old is not None else None
         # Hot loop (one iteration per file): kept free of function calls that are not needed.
-        for entry in entries:
-            name = entry.name
+        for entry, name in zip(entries, name_list):  # noqa: B905 - one list made from the other
             if name == ".git":
                 continue
             rel = prefix + name

@@ -677,8 +677,10 @@ class ShadowStore:
             feed = sorted(set(changed).union(recent))
             hashed = len(changed)
         else:
-            index_paths = set(cache)
-            # Dict equality runs in C: with nothing changed no per-file Python loop is needed.
+            # Comparisons of dicts and of their keys run in C: with nothing changed, no per-file
+            # Python loop runs and no set is built.
+            same_paths = new_cache.keys() == cache.keys()
+            index_paths = set() if same_paths else set(cache)
             changed = (
                 []
                 if new_cache == cache

@@ -125,6 +125,11 @@ class GitRunner:
         )
 
 
+def blob_oid(data: bytes) -> str:
+    """git's id of a blob holding ``data`` (SHA-1 of ``blob <size>\\0`` + data)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 class BlobReader:
     """Reads blobs: loose objects directly (zlib, id checked), others through one long-lived
     ``git cat-file --batch``, started only when first needed."""
@@ -180,7 +185,7 @@ class BlobReader:
         head, sep, data = full.partition(b"\0")
         if not sep or head != b"blob %d" % len(data):
             return None
-        if hashlib.sha1(full).hexdigest() != oid:
+        if blob_oid(data) != oid:
             return None
         return data
 

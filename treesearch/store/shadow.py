@@ -43,7 +43,14 @@ from treesearch.errors import (
     StoreLockedError,
 )
 from treesearch.store._fs import SafeTree, UnsafePathError
-from treesearch.store._git import BlobReader, GitFailed, GitRunner, git_executable, isolated_env
+from treesearch.store._git import (
+    BlobReader,
+    GitFailed,
+    GitRunner,
+    blob_oid,
+    git_executable,
+    isolated_env,
+)
 from treesearch.store._walk import (
     MODE,
     MTIME,
@@ -666,26 +673,21 @@ class ShadowStore:
             index_paths = {_fs(p) for p in out.split(b"\0") if p}
             feed = sorted(files)
             hashed = len(files) if not index_paths else -1
-        elif w.touched is not None:
-            # An incremental walk says which paths can differ (those in re-listed folders).
-            changed = [p for p in w.touched if p in new_cache and cache.get(p) != new_cache[p]]
-            index_paths = {p for p in w.touched if p in cache and p not in new_cache}
-            recent = self._unverified(
-                [p for p in self._recent if p in new_cache and cache.get(p) == new_cache[p]],
-                new_cache,
-            )
-            feed = sorted(set(changed).union(recent))
-            hashed = len(changed)
         else:
-            # Comparisons of dicts and of their keys run in C: with nothing changed, no per-file
-            # Python loop runs and no set is built.
-            same_paths = new_cache.keys() == cache.keys()
-            index_paths = set() if same_paths else set(cache)
-            changed = (
-                []
-                if new_cache == cache
-                else [p for p, key in new_cache.items() if cache.get(p) != key]
-            )
+            if w.touched is not None:
+                # An incremental walk says which paths can differ (those in re-listed folders).
+                changed = [p for p in w.touched if p in new_cache and cache.get(p) != new_cache[p]]
+                index_paths = {p for p in w.touched if p in cache and p not in new_cache}
+            else:
+                # Comparisons of dicts and of their keys run in C: with nothing changed, no
+                # per-file Python loop runs and no set is built.
+                same_paths = new_cache.keys() == cache.keys()
+                index_paths = set() if same_paths else set(cache)
+                changed = (
+                    []
+                    if new_cache == cache
+                    else [p for p, key in new_cache.items() if cache.get(p) != key]
+                )
             recent = self._unverified(
                 [p for p in self._recent if p in new_cache and cache.get(p) == new_cache[p]],
                 new_cache,
@@ -766,13 +768,13 @@ class ShadowStore:
         if no_rules:
             self._walker = walker
             return w
-        used = {rel: r for rel, r in walker.rules.items() if r is not None}
+        used = _repo_rules(walker)
         if cached is not None and not self._signature_holds(w, used):
             fresh = self._relist(w, used)
             if fresh != used:
                 walker = self._new_walker(lambda rel: fresh.get(rel) or self._ignore_rules(rel))
                 w = walker.full()
-                used = {rel: r for rel, r in walker.rules.items() if r is not None}
+                used = _repo_rules(walker)
             else:
                 walker.rules.update(fresh)  # the same rules, plus what git was asked since
                 used = fresh
@@ -1398,7 +1400,7 @@ class ShadowStore:
                 ta = self._tree_of(a)
                 tb = self._scan().tree if b is None else self._tree_of(b)
                 known = self._diff_cache.get((ta, tb)) if max_patch_bytes <= 0 else None
-                return known or self._diff_trees(ta, tb, max_patch_bytes)
+                return known if known is not None else self._diff_trees(ta, tb, max_patch_bytes)
         except GitFailed as exc:
             raise DiffError(_git_message("diff failed", exc)) from exc
         except OSError as exc:
@@ -1417,7 +1419,7 @@ class ShadowStore:
                         ["diff-tree", "-r", "-z", "--no-renames", "--raw", "--numstat", "--stdin"],
                         input="".join(f"{a} {b}\n" for a, b in todo).encode(),
                     )
-                    parsed = _split_stdin_diffs(out)
+                    parsed = _split_stdin_diffs(out, todo)
                 for ta, tb in todo:
                     self._remember_diff(_parse_diff(ta, tb, parsed.get((ta, tb), []), 0))
                 return [
@@ -1719,23 +1721,28 @@ def _parse_diff(ta: TreeHash, tb: TreeHash, fields: list[bytes], max_patch_bytes
     return Diff(ta, tb, files, "", bool(files) and max_patch_bytes <= 0)
 
 
-def _split_stdin_diffs(out: bytes) -> dict[tuple[str, str], list[bytes]]:
-    """Split ``diff-tree --stdin -z`` output by pair: each pair's output follows a line
-    ``<tree> <tree>\\n`` (newline-terminated even with ``-z``)."""
-    result: dict[tuple[str, str], list[bytes]] = {}
-    current: list[bytes] | None = None
-    for field_ in out.split(b"\0"):
-        while field_ and not field_.startswith(b":") and b"\n" in field_[:100]:
-            head, _, field_ = field_.partition(b"\n")
-            parts = head.decode().split(" ")
-            if len(parts) == 2 and all(len(x) >= 40 and _HEX.issuperset(x) for x in parts):
-                current = result.setdefault((parts[0], parts[1]), [])
-            else:
-                field_ = head + b"\n" + field_
-                break
-        if current is not None:
-            current.append(field_)
-    return result
+def _split_stdin_diffs(
+    out: bytes, pairs: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], list[bytes]]:
+    """Split ``diff-tree --stdin -z`` output by pair: git echoes each input line
+    ``<tree> <tree>\\n`` (newline-terminated even with ``-z``) before that pair's output."""
+    heads = [f"{a} {b}\n".encode() for a, b in pairs]
+    starts = []
+    pos = 0
+    for head in heads:
+        pos = out.index(head, pos)
+        starts.append(pos)
+        pos += len(head)
+    ends = starts[1:] + [len(out)]
+    return {
+        pair: out[start + len(head) : end].split(b"\0")
+        for pair, head, start, end in zip(pairs, heads, starts, ends, strict=True)
+    }
+
+
+def _repo_rules(walker: Walker) -> dict[str, IgnoreRules]:
+    """The ignore rules of each repository the walker met (``""`` is the workspace)."""
+    return {rel: r for rel, r in walker.rules.items() if r is not None}
 
 
 def _deleted_in_place(root: Path, rel: str, w: WalkResult) -> bool:
@@ -1760,7 +1767,7 @@ def _blob_id(root: Path, rel: str, key: tuple[int, ...]) -> str | None:
                 data = fh.read(_VERIFY_BYTES + 1)
     except OSError:
         return None
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return blob_oid(data)
 
 
 def _nofollow(path: str, flags: int) -> int:

@@ -11,8 +11,11 @@ from ``os.environ`` at import, so a pytest that the tests start themselves does 
 again. Standard library only, and Python 3.7 syntax: it runs in the interpreter of the tests.
 """
 
+from __future__ import annotations
+
 import json
 import os
+from typing import Any
 
 ENV_FILE = "TREESEARCH_PYTEST_PROBE"
 ENV_PLUGINS = "TREESEARCH_PYTEST_PROBE_PLUGINS"
@@ -21,7 +24,7 @@ ENV_PATH = "TREESEARCH_PYTEST_PROBE_PATH"
 _OUT = os.environ.pop(ENV_FILE, None)
 
 
-def _restore(name, saved):
+def _restore(name: str, saved: str) -> None:
     # Give the tests (and whatever they start) back the variable as it was before the probe.
     value = os.environ.pop(saved, None)
     if value is None:
@@ -33,7 +36,7 @@ def _restore(name, saved):
 _restore("PYTEST_PLUGINS", ENV_PLUGINS)
 _restore("PYTHONPATH", ENV_PATH)
 
-_state = {
+_state: dict[str, Any] = {
     "collected": None,
     "finished": [],
     "collect_errors": [],
@@ -43,20 +46,20 @@ _state = {
     "xpassed": [],
     "not_run": [],
 }
-_finished = set()
+_finished: set[str] = set()
 _written = [False]
 
 
-def pytest_collectreport(report):
+def pytest_collectreport(report: Any) -> None:
     if report.failed:
         _state["collect_errors"].append(report.nodeid or ".")
 
 
-def pytest_collection_finish(session):
+def pytest_collection_finish(session: Any) -> None:
     _state["collected"] = len(session.items)
 
 
-def pytest_runtest_logreport(report):
+def pytest_runtest_logreport(report: Any) -> None:
     wasxfail = getattr(report, "wasxfail", None)
     if wasxfail is None:
         return
@@ -66,11 +69,11 @@ def pytest_runtest_logreport(report):
         _state["xpassed"].append(report.nodeid)
 
 
-def pytest_runtest_logfinish(nodeid, location):
+def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
     _finished.add(nodeid)
 
 
-def pytest_keyboard_interrupt(excinfo):
+def pytest_keyboard_interrupt(excinfo: Any) -> None:
     try:
         message = str(excinfo.value)
     except Exception:  # noqa: BLE001 - a broken __str__ must not hide the interrupt
@@ -79,7 +82,7 @@ def pytest_keyboard_interrupt(excinfo):
     _state["interrupted"] = (name + (": " + message if message else ""))[:500]
 
 
-def pytest_sessionfinish(session, exitstatus):
+def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
     if _OUT is None or _written[0] or hasattr(session.config, "workerinput"):
         return  # not asked for, already written, or a pytest-xdist worker
     _written[0] = True

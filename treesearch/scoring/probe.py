@@ -29,7 +29,7 @@ _ISOLATED = re.compile(r"^-[A-Za-z]*[IE][A-Za-z]*$")
 # pytest's banner for a session cut short (used when the probe left nothing).
 _INTERRUPT_BANNER = re.compile(
     r"^!{3,} (?P<what>(?:_pytest\.outcomes\.)?Exit\b.*?|KeyboardInterrupt\b.*?"
-    r"|Interrupted: (?!\d+ errors? during collection).*?) !{3,}$",
+    r"|Interrupted: (?!\d+ errors? during collection|stopping after ).*?) !{3,}$",
     re.MULTILINE,
 )
 

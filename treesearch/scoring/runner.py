@@ -261,6 +261,9 @@ def _make_run(
     cut_short = _cut_short(run, probe)
     if cut_short:
         return replace(run, status=RunStatus.INVALID, problem=cut_short)
+    stop = probe.interrupted if probe is not None else ""
+    if code == 2 and stop.startswith("Interrupted: stopping after ") and run.failing:
+        return replace(run, problem=stop.removeprefix("Interrupted: "))  # xdist's -x
     if code == 2:
         return replace(run, status=RunStatus.CRASHED, problem=_PYTEST_EXIT[2])
     if code in (3, 4):
@@ -291,6 +294,8 @@ def _cut_short(run: TestRun, probe: Probe | None) -> str:
     if probe is not None and probe.collected is not None:
         counts = f"{probe.finished} of {probe.collected} collected tests ran"
     interrupted = probe.interrupted if probe is not None else interrupt_banner(run.output)
+    if interrupted.startswith("Interrupted: stopping after ") and run.failing:
+        interrupted = ""  # -x/--maxfail under pytest-xdist, which stops the session this way
     if interrupted:
         return (
             f"the test session was cut short ({interrupted})"

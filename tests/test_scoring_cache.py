@@ -354,3 +354,20 @@ def test_cache_file_of_schema_1_is_emptied_not_refused(tmp_path: Path) -> None:
     cache.put("a" * 40, "f" * 64, sample_run(), "e" * 64)
     assert cache.get("a" * 40, "f" * 64, "e" * 64) is not None
     assert cache.get("a" * 40, "f" * 64, "0" * 64) is None
+
+
+def test_config_file_with_bad_cache_inputs_names_file_and_key(tmp_path: Path) -> None:
+    from treesearch.config import validate
+    from treesearch.errors import ConfigError
+
+    raw = {
+        "workspace": {"path": str(tmp_path)},
+        "strategies": {"a": {"kind": "scripted", "steps": []}},
+        "scoring": {"cache_inputs": ["data/*", "/abs/*"]},
+    }
+    with pytest.raises(ConfigError) as err:
+        validate(raw, source="run.yaml", base_dir=tmp_path)
+    assert str(err.value).startswith("run.yaml: scoring.cache_inputs: '/abs/*' must be a path")
+    raw["scoring"] = {"cache_inputs": ["data/*"]}
+    loaded = validate(raw, source="run.yaml", base_dir=tmp_path)
+    assert loaded.config.scoring.model_dump()["cache_inputs"] == ["data/*"]

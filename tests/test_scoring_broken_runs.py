@@ -307,3 +307,22 @@ def test_swebench_counts_an_xpass_as_a_failure_as_the_harness_does(tmp_path: Pat
     assert result.run.outcome("test_a.py::test_fixed").value == "xpass"
     assert not result.resolved
     assert result.details["tests_status"]["FAIL_TO_PASS"]["failure"] == ["test_a.py::test_fixed"]
+
+
+@pytest.mark.parametrize(
+    ("command", "isolated"),
+    [
+        ("python -I -m pytest", True),
+        ("env X=1 python3.11 -Im pytest -rE", True),
+        ("uv run python -E -m pytest", True),
+        ("pytest -rE", False),  # pytest's -rE is not Python's -E
+        ("python -m pytest -rE", False),
+    ],
+)
+def test_probe_is_left_out_only_for_an_interpreter_that_ignores_pythonpath(
+    command: str, isolated: bool, tmp_path: Path
+) -> None:
+    from treesearch.scoring.probe import probe_env
+
+    env = probe_env(command, tmp_path / "probe", tmp_path / "probe.json", {}, {})
+    assert (env == {}) is isolated

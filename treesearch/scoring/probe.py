@@ -26,6 +26,7 @@ _MAX_PROBE_BYTES = 16 * 1024 * 1024
 # Interpreter options that make Python ignore PYTHONPATH (-I isolated, -E no environment): with
 # them the plugin could not be imported, and pytest would refuse to start.
 _ISOLATED = re.compile(r"^-[A-Za-z]*[IE][A-Za-z]*$")
+_PYTHON = re.compile(r"^python[\d.]*$")
 # pytest's banner for a session cut short (used when the probe left nothing).
 _INTERRUPT_BANNER = re.compile(
     r"^!{3,} (?P<what>(?:_pytest\.outcomes\.)?Exit\b.*?|KeyboardInterrupt\b.*?"
@@ -95,13 +96,16 @@ def _isolated(command: str | Sequence[str]) -> bool:
             return False
     else:
         words = list(command)
-    # Only the interpreter's own options count: those before `-m`, `-c` or the pytest word
-    # (pytest's `-rE` is not Python's -E).
-    for word in words[1:]:
-        if word in ("-m", "-c") or not word.startswith("-"):
-            return False
-        if _ISOLATED.match(word):
-            return True
+    # Only a Python interpreter's own options count: those between the interpreter and `-m`,
+    # `-c` or the script (pytest's `-rE` is not Python's -E).
+    for i, word in enumerate(words):
+        if not _PYTHON.match(os.path.basename(word)):
+            continue
+        for option in words[i + 1 :]:
+            if option in ("-m", "-c") or not option.startswith("-"):
+                break
+            if _ISOLATED.match(option):
+                return True
     return False
 
 

@@ -264,3 +264,30 @@ def test_localize_runs_the_tests_from_the_spec_cwd(
     write(workspace, "README.md", "top level\n")
     loc = localize(workspace, TestSpec(command="python -m pytest -q tests", cwd="sub", env=ENV))
     assert (loc.lines[0].path, loc.lines[0].line) == ("sub/calc.py", 5)
+
+
+def test_localize_does_not_cache_coverage_that_could_not_run_in_the_environment(
+    clamp_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (issue 12): one run whose `python` had neither coverage nor pytest cached its
+    # fallback ranking under the store home, and every later run got it back.
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "fl-cache"
+    bare = tmp_path / "bare-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    good_path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{bare / 'bin'}{os.pathsep}{good_path}")
+    broken = localize(clamp_project, spec(), tree="tree-env-failure", cache_dir=folder)
+    assert broken.method == "traceback" and "coverage could not run" in broken.note
+    assert not broken.cached and not list(folder.glob("*.json"))
+    again = localize(clamp_project, spec(), tree="tree-env-failure", cache_dir=folder)
+    assert not again.cached and "coverage could not run" in again.note  # said every time
+
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{good_path}")
+    fixed = localize(clamp_project, spec(), tree="tree-env-failure", cache_dir=folder)
+    assert fixed.method == "coverage" and not fixed.cached and fixed.note == ""
+    assert (fixed.lines[0].path, fixed.lines[0].line) == ("calc.py", 5)
+    assert localize(clamp_project, spec(), tree="tree-env-failure", cache_dir=folder).cached

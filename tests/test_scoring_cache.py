@@ -214,3 +214,160 @@ def test_cache_shared_by_two_processes_writing_at_once(tmp_path: Path) -> None:
     assert cache.get("aaaa" + f"{count - 1:036x}", "f" * 64) is not None
     shared = cache.get("ee" * 20, "f" * 64)
     assert shared is not None and shared.command in ("aaaa", "bbbb")
+
+
+# --- the environment is part of the key (issue 12, item 5) -------------------------------------
+
+ENV_PROJECT_TEST = """
+import os, sys
+def test_runs_in_the_first_environment():
+    assert "venv-b" not in sys.prefix
+"""
+
+
+def make_venv_with_our_packages(dest: Path) -> Path:
+    """A second, real virtual environment that sees this interpreter's packages through a .pth
+    file (so pytest runs in it), whose ``sys.prefix`` is ``dest``."""
+    import sysconfig
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(dest)], check=True)
+    site = next(dest.glob("lib/python*/site-packages"))
+    (site / "outer.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return dest
+
+
+def test_cache_misses_for_the_same_tree_in_another_virtual_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (issue 12): the key was (tree, spec) only, so a run made with one venv's
+    # python was returned for another venv's.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "pytest.ini").write_text("[pytest]\n")
+    (ws / "test_env.py").write_text(ENV_PROJECT_TEST)
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    cache = ScoreCache(store.path / "scores.sqlite")
+    spec = TestSpec(command="python -m pytest -q -p no:cacheprovider", timeout=60, env=QUICK_ENV)
+    venv_a = Path(sys.executable).parent
+    monkeypatch.setenv("PATH", f"{venv_a}:{__import__('os').environ['PATH']}")
+    first = score_workspace(ws, spec, cache=cache, store=store)
+    assert first.status is RunStatus.OK and first.score == 1.0 and not first.cached
+    again = score_workspace(ws, spec, cache=cache, store=store)
+    assert again.cached and again.tree == first.tree  # same environment: a hit
+
+    venv_b = make_venv_with_our_packages(tmp_path / "venv-b")
+    monkeypatch.setenv("PATH", f"{venv_b / 'bin'}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("VIRTUAL_ENV", str(venv_b))
+    other = score_workspace(ws, spec, cache=cache, store=store)
+    assert other.tree == first.tree
+    assert not other.cached
+    assert other.status is RunStatus.OK and other.score == 0.0
+
+
+def test_cache_inputs_make_a_changed_ignored_data_file_a_miss(tmp_path: Path) -> None:
+    # Regression (issue 12): an ignored fixture the tests read is not in the tree, so a changed
+    # fixture returned the old result. Declared in cache_inputs, its content is in the key.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "pytest.ini").write_text("[pytest]\n")
+    (ws / ".gitignore").write_text("data/\n")
+    (ws / "data").mkdir()
+    (ws / "data" / "expected.txt").write_text("3\n")
+    (ws / "test_data.py").write_text(
+        "def test_sum():\n    assert open('data/expected.txt').read().strip() == '3'\n"
+    )
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    cache = ScoreCache(store.path / "scores.sqlite")
+    spec = pytest_spec()
+    first = score_workspace(ws, spec, cache=cache, store=store, cache_inputs=["data/**"])
+    assert first.score == 1.0 and not first.cached
+    same = score_workspace(ws, spec, cache=cache, store=store, cache_inputs=["data/**"])
+    assert same.cached
+    (ws / "data" / "expected.txt").write_text("4\n")
+    changed = score_workspace(ws, spec, cache=cache, store=store, cache_inputs=["data/**"])
+    assert changed.tree == first.tree  # the snapshot does not hold the ignored file ...
+    assert not changed.cached and changed.score == 0.0  # ... but the key does
+
+
+def test_environment_key_follows_interpreter_venv_and_variables(tmp_path: Path) -> None:
+    from treesearch.scoring.envkey import environment_key
+
+    base = {"PATH": str(Path(sys.executable).parent), "HOME": str(tmp_path)}
+    key = environment_key("python -m pytest", {}, tmp_path, environ=base)
+    assert key == environment_key("python -m pytest", {}, tmp_path, environ=dict(base))
+    assert key != environment_key(
+        "python -m pytest", {}, tmp_path, environ={**base, "VIRTUAL_ENV": str(tmp_path)}
+    )
+    assert key != environment_key(
+        "python -m pytest", {}, tmp_path, environ={**base, "PYTEST_ADDOPTS": "-x"}
+    )
+    # A variable the spec sets wins over the inherited one.
+    assert environment_key(
+        "python -m pytest", {"PYTEST_ADDOPTS": "-x"}, tmp_path, environ=base
+    ) == environment_key("python -m pytest", {}, tmp_path, environ={**base, "PYTEST_ADDOPTS": "-x"})
+    # Variables that steer nothing the key knows of are left out.
+    assert key == environment_key(
+        "python -m pytest", {}, tmp_path, environ={**base, "UNRELATED": "1"}
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("data/*", "must be a list of glob paths"),
+        (["../outside/*"], "relative to the workspace"),
+        (["/etc/*"], "relative to the workspace"),
+        ([""], "non-empty glob path"),
+        ([3], "non-empty glob path"),
+    ],
+)
+def test_scorer_from_config_rejects_bad_cache_inputs(value: object, needle: str) -> None:
+    from treesearch.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="cfg.yaml: scoring.cache_inputs") as err:
+        Scorer.from_config({"cache_inputs": value}, "cfg.yaml")
+    assert needle in str(err.value)
+
+
+def test_scorer_from_config_reads_cache_inputs() -> None:
+    scorer = Scorer.from_config({"cache_inputs": ["data/**", "fixtures/*.json"]}, "cfg.yaml")
+    assert scorer.cache_inputs == ("data/**", "fixtures/*.json")
+
+
+def test_cache_file_of_schema_1_is_emptied_not_refused(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "scores.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE TABLE runs (tree TEXT, fingerprint TEXT, created_at REAL, status TEXT, "
+        "summary TEXT, command TEXT, seconds REAL, format INTEGER, run TEXT, "
+        "PRIMARY KEY (tree, fingerprint));"
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO meta VALUES ('schema', '1');"
+        "INSERT INTO runs VALUES ('ab', 'cd', 0, 'ok', '', '', 0, 1, '{}');"
+    )
+    conn.commit()
+    conn.close()
+    cache = ScoreCache(path)
+    assert len(cache) == 0
+    cache.put("a" * 40, "f" * 64, sample_run(), "e" * 64)
+    assert cache.get("a" * 40, "f" * 64, "e" * 64) is not None
+    assert cache.get("a" * 40, "f" * 64, "0" * 64) is None
+
+
+def test_config_file_with_bad_cache_inputs_names_file_and_key(tmp_path: Path) -> None:
+    from treesearch.config import validate
+    from treesearch.errors import ConfigError
+
+    raw = {
+        "workspace": {"path": str(tmp_path)},
+        "strategies": {"a": {"kind": "scripted", "steps": []}},
+        "scoring": {"cache_inputs": ["data/*", "/abs/*"]},
+    }
+    with pytest.raises(ConfigError) as err:
+        validate(raw, source="run.yaml", base_dir=tmp_path)
+    assert str(err.value).startswith("run.yaml: scoring.cache_inputs: '/abs/*' must be a path")
+    raw["scoring"] = {"cache_inputs": ["data/*"]}
+    loaded = validate(raw, source="run.yaml", base_dir=tmp_path)
+    assert loaded.config.scoring.model_dump()["cache_inputs"] == ["data/*"]

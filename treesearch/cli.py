@@ -376,9 +376,10 @@ def _cmd_score(args: argparse.Namespace) -> int:
         store=store,
         score=args.score,
     )
+    broken = 0 if result.run.status.value == "ok" else 3  # the tests gave no usable result
     if args.json:
         _emit_json(result.to_dict())
-        return 0
+        return broken
     run = result.run
     for test_id, outcome in result.rows():
         print(f"{str(getattr(outcome, 'value', outcome)):8}  {test_id}")
@@ -391,7 +392,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     )
     if run.status.value != "ok" and run.problem:
         print(f"problem: {run.problem}")
-    return 0
+    return broken
 
 
 def _cmd_cache_list(args: argparse.Namespace) -> int:

@@ -3,14 +3,16 @@
 * ``TestSpec`` says what to run (command, cwd, timeout, env, JUnit path, test ids, reruns) and
   has a stable ``fingerprint()``.
 * ``run_tests(spec, workspace)`` runs it through ``treesearch.sandbox.run`` and returns a
-  ``TestRun``: per-test ``Outcome``s, totals, exit code, a ``RunStatus`` (OK, TIMEOUT, CRASHED,
-  INVALID; a run without a usable report and without sign that tests ran is INVALID, never a
+  ``TestRun``: per-test ``Outcome``s, totals, exit code, a ``RunStatus`` (OK, ERROR, TIMEOUT,
+  CRASHED, INVALID; a run without a usable report and without sign that tests ran, a command
+  not found or a pytest session cut short is INVALID, a collection error is ERROR: never a
   pass) and ``feedback()`` text for an agent. The JUnit report is untrusted input and parsed
-  as such.
+  as such; a small pytest plugin (``pytest_probe``) reports what the report cannot.
 * Score functions (``pass_fraction``, ``resolved``, ``swebench``) turn a run into a value in
   [0, 1]; ``make_score`` builds one by name or from a ``{kind: ...}`` mapping.
 * ``Scorer`` scores states with the search tests and grades final states with held-out tests;
-  ``ScoreCache`` keeps runs by (tree hash, spec fingerprint) in SQLite, shared by processes.
+  ``ScoreCache`` keeps runs by (tree hash, spec fingerprint, environment key: ``envkey``) in
+  SQLite, shared by processes.
 * ``score_workspace`` is the entry point for the ``treesearch score`` command.
 
 The library never prints.

@@ -1,6 +1,8 @@
-"""``ScoreCache``: test runs by (tree hash, spec fingerprint) in an SQLite file.
+"""``ScoreCache``: test runs by (tree hash, spec fingerprint, environment key) in an SQLite file.
 
-The same state is never tested twice with the same spec, in one search or across runs. Several
+The same state is never tested twice with the same spec in the same environment (interpreter,
+installed packages, programs, variables, declared input files: see ``envkey``), in one search
+or across runs. Several
 processes share one file: WAL journal, a busy timeout, and every write in an ``IMMEDIATE``
 transaction. A connection is opened per operation, so a cache object is safe to use from
 several threads too.
@@ -21,13 +23,14 @@ from treesearch.errors import ScoringError
 from treesearch.scoring.results import FORMAT_VERSION, TestRun
 from treesearch.scoring.spec import TestSpec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _BUSY_TIMEOUT_MS = 30_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     tree        TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
+    environment TEXT NOT NULL,
     created_at  REAL NOT NULL,
     status      TEXT NOT NULL,
     summary     TEXT NOT NULL,
@@ -35,7 +38,7 @@ CREATE TABLE IF NOT EXISTS runs (
     seconds     REAL NOT NULL,
     format      INTEGER NOT NULL,
     run         TEXT NOT NULL,
-    PRIMARY KEY (tree, fingerprint)
+    PRIMARY KEY (tree, fingerprint, environment)
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -49,6 +52,8 @@ class CacheEntry:
     """Tree hash of the tested state."""
     fingerprint: str
     """Fingerprint of the test spec."""
+    environment: str
+    """Key of the environment the run was made in (``envkey.environment_key``)."""
     created_at: float
     """When the run was stored (seconds since the epoch)."""
     status: str
@@ -62,7 +67,8 @@ class CacheEntry:
 
 
 class ScoreCache:
-    """Test runs keyed by (tree hash, spec fingerprint), in the SQLite file ``path``."""
+    """Test runs keyed by (tree hash, spec fingerprint, environment key), in the SQLite file
+    ``path``."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -103,10 +109,23 @@ class ScoreCache:
                 time.sleep(0.05)
         conn.execute("PRAGMA synchronous = NORMAL")
         with _transaction(conn):
+            has_meta = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+            ).fetchone()
+            row = (
+                conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                if has_meta
+                else None
+            )
+            if row is not None and row[0] == "1":
+                # Schema 1 keyed runs without their environment: those rows cannot be trusted
+                # under another interpreter or package set, so they go.
+                conn.execute("DROP TABLE IF EXISTS runs")
+                conn.execute("DELETE FROM meta WHERE key = 'schema'")
+                row = None
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if row is None:
                 conn.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
@@ -118,15 +137,17 @@ class ScoreCache:
                 )
         self._ready = True
 
-    def get(self, tree: str, fingerprint: str) -> TestRun | None:
-        """The cached run of ``tree`` under the spec ``fingerprint``, or ``None``.
+    def get(self, tree: str, fingerprint: str, environment: str = "") -> TestRun | None:
+        """The cached run of ``tree`` under the spec ``fingerprint`` in ``environment``, or
+        ``None``.
 
         A row written by another format version, or unreadable, is a miss.
         """
         with self._connect() as conn:
             row = conn.execute(
-                "SELECT format, run FROM runs WHERE tree = ? AND fingerprint = ?",
-                (tree, fingerprint),
+                "SELECT format, run FROM runs WHERE tree = ? AND fingerprint = ? "
+                "AND environment = ?",
+                (tree, fingerprint, environment),
             ).fetchone()
         if row is None or row[0] != FORMAT_VERSION:
             return None
@@ -135,18 +156,19 @@ class ScoreCache:
         except (ValueError, ScoringError):
             return None
 
-    def put(self, tree: str, fingerprint: str, run: TestRun) -> None:
-        """Store (or replace) the run of ``tree`` under ``fingerprint``."""
+    def put(self, tree: str, fingerprint: str, run: TestRun, environment: str = "") -> None:
+        """Store (or replace) the run of ``tree`` under ``fingerprint`` in ``environment``."""
         if not tree or not fingerprint:
             raise ScoringError("a cached run needs a tree hash and a spec fingerprint")
         data = json.dumps(run.to_dict(), separators=(",", ":"))
         with self._connect() as conn, _transaction(conn):
             conn.execute(
-                "INSERT OR REPLACE INTO runs (tree, fingerprint, created_at, status, summary, "
-                "command, seconds, format, run) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO runs (tree, fingerprint, environment, created_at, status, "
+                "summary, command, seconds, format, run) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     tree,
                     fingerprint,
+                    environment,
                     time.time(),
                     run.status.value,
                     run.summary(),
@@ -163,7 +185,8 @@ class ScoreCache:
         where, args = _filter(tree, spec)
         with self._connect() as conn:
             rows = conn.execute(
-                "SELECT tree, fingerprint, created_at, status, summary, command, seconds "
+                "SELECT tree, fingerprint, environment, created_at, status, summary, command, "
+                "seconds "
                 f"FROM runs{where} ORDER BY created_at DESC",
                 args,
             ).fetchall()

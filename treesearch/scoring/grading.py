@@ -93,12 +93,16 @@ class Resolved:
 class SweBench:
     """SWE-bench grading, as ``swebench.harness.grading`` (PASS_AND_FAIL evaluation type) does.
 
-    A FAIL_TO_PASS test succeeds when it passed or xfailed (pytest's non-strict xpass is a pass
-    in JUnit, so it succeeds too); skipped, failed, errored or missing from the report is a
-    failure. A PASS_TO_PASS test succeeds when it passed, xfailed or was skipped (the harness's
-    "maintained"; ``strict_pass_to_pass`` makes a skip a failure); failed, errored or missing is
-    a failure. A run that is not OK (timeout, crash, invalid) has no results: every listed test
-    fails, as the harness does for a log with a timeout or error marker.
+    A FAIL_TO_PASS test succeeds when it passed or xfailed (the harness's ``test_passed``:
+    PASSED or XFAIL); skipped, failed, errored, xpassed or missing from the report is a failure.
+    A test marked ``xfail(run=False)`` never ran: the runner reports it as skipped, so it is a
+    failure too (the harness does not find it under its id in pytest's ``XFAIL at setup of ...``
+    summary line either). An xpass is a failure because the harness's status map has no XPASS:
+    the test is missing from it. A PASS_TO_PASS test succeeds when it passed, xfailed or was
+    skipped (the harness's "maintained"; ``strict_pass_to_pass`` makes a skip a failure);
+    failed, errored, xpassed or missing is a failure. A run that is not OK (timeout, crash,
+    invalid, error) has no results: every listed test fails, as the harness does for a log with
+    a timeout or error marker.
 
     Each rate is success / (success + failure), 1 for an empty list. Resolved (RESOLVED_FULL)
     when both rates are 1; RESOLVED_PARTIAL when 0 < fail-to-pass < 1 and pass-to-pass is 1.
@@ -127,10 +131,10 @@ class SweBench:
         f2p: dict[str, list[str]] = {"success": [], "failure": []}
         for test_id in self.fail_to_pass:
             o = outcome(test_id)
-            passed = o is not None and o in (Outcome.PASSED, Outcome.XFAIL, Outcome.XPASS)
+            passed = o is not None and o in (Outcome.PASSED, Outcome.XFAIL)
             f2p["success" if passed else "failure"].append(test_id)
         p2p: dict[str, list[str]] = {"success": [], "failure": []}
-        kept = {Outcome.PASSED, Outcome.XFAIL, Outcome.XPASS}
+        kept = {Outcome.PASSED, Outcome.XFAIL}
         if not self.strict_pass_to_pass:
             kept.add(Outcome.SKIPPED)
         for test_id in self.pass_to_pass:

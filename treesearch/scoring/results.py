@@ -62,8 +62,13 @@ class RunStatus(str, enum.Enum):
     """The command could not start, died from a signal, was interrupted, or lost its report
     although its output shows that tests ran."""
     INVALID = "invalid"
-    """The report is missing, empty, unparsable, too large or unsafe and nothing shows that the
-    suite ran (typically a wrong command or report path). Never a pass."""
+    """No trustworthy result: the report is missing, empty, unparsable, too large or unsafe and
+    nothing shows that the suite ran (typically a wrong command or report path); the test
+    command was not found (exit 127) or could not be executed (126); or the pytest session was
+    cut short (``pytest.exit()``, an interrupt, fewer tests run than collected). Never a pass."""
+    ERROR = "error"
+    """The suite ran but not as a whole: a test module failed to collect (an import or syntax
+    error), whatever the flags (``--continue-on-collection-errors`` too). Never a pass."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from treesearch.scoring.junit import (
     pytest_node_id,
     read_report,
 )
+from treesearch.scoring.probe import Probe, interrupt_banner, probe_env, read_probe
 from treesearch.scoring.results import Outcome, RunStatus, TestCase, TestRun, worse
 from treesearch.scoring.spec import TestSpec
 from treesearch.types import ProcessResult
@@ -96,6 +97,9 @@ def run_tests(
             command = [*spec.command, *extra]
             shown = shlex.join(command)
         env = {**_QUIET_ENV, **spec.env}
+        probe_file = Path(tmp) / "probe.json"
+        if spec.is_pytest:
+            env.update(probe_env(spec.command, Path(tmp) / "probe", probe_file, env, os.environ))
         with _report_slot(report_path, Path(tmp) / "previous-report"):
             try:
                 proc = sandbox.run(command, cwd, timeout=spec.timeout, extra_env=env)
@@ -106,8 +110,14 @@ def run_tests(
                 try:
                     report = parse_junit(read_report(report_path, max_report_bytes))
                 except ReportError as exc:
-                    report = exc
-    return _make_run(spec, proc, report, cwd, shown)
+                    # Our own report file lives in a temporary folder: keep its name out of
+                    # the message, which is recorded in the (deterministic) search graph.
+                    text = str(exc)
+                    if spec.junit_xml is None:
+                        text = text.replace(str(report_path), "(pytest's --junitxml file)")
+                    report = ReportError(text)
+        probe = read_probe(probe_file) if spec.is_pytest and not proc.timed_out else None
+    return _make_run(spec, proc, report, cwd, shown, probe)
 
 
 def _working_dir(workspace: str | os.PathLike[str], rel: str) -> Path:
@@ -173,6 +183,7 @@ def _make_run(
     report: Report | ReportError | None,
     cwd: Path,
     shown: str,
+    probe: Probe | None = None,
 ) -> TestRun:
     base = TestRun(
         status=RunStatus.OK,
@@ -199,11 +210,16 @@ def _make_run(
             problem="the test command could not start" + (f": {reason[-1]}" if reason else ""),
         )
     signal_note = f"the test command was killed by signal {-code}" if code < 0 else ""
+    not_found = _not_found(proc)
     if report is None:  # exit code only
         if signal_note:
             return replace(base, status=RunStatus.CRASHED, problem=signal_note)
+        if not_found:
+            return replace(base, status=RunStatus.INVALID, problem=not_found)
         return base
     if isinstance(report, ReportError):
+        if not_found:
+            return replace(base, status=RunStatus.INVALID, problem=not_found)
         everything = proc.stdout + "\n" + proc.stderr
         if signal_note or _SUITE_RAN.search(everything):
             why = f"{report}, although the output shows that tests ran"
@@ -216,42 +232,113 @@ def _make_run(
             problem=f"{report}, and the output shows no sign that tests ran"
             + (f" ({_PYTEST_EXIT[code]})" if spec.is_pytest and code in _PYTEST_EXIT else ""),
         )
-    tests = _cases(report, spec.is_pytest, cwd, proc.stdout)
+    tests, collect_errors = _cases(report, spec.is_pytest, cwd, proc.stdout, probe)
     run = replace(base, tests=tests, suite_errors=report.suite_errors)
+    if spec.is_pytest and probe is not None:
+        collect_errors = list(dict.fromkeys([*probe.collect_errors, *collect_errors]))
     if not tests:
         note = f" ({_PYTEST_EXIT[code]})" if spec.is_pytest and code in _PYTEST_EXIT else ""
         if report.suite_errors:
             note = f" ({report.suite_errors} suite error(s))" + note
+        if not_found:
+            note += f"; {not_found}"
         return replace(run, status=RunStatus.INVALID, problem=f"the report lists no tests{note}")
     if signal_note:
         return replace(run, status=RunStatus.CRASHED, problem=signal_note)
-    if spec.is_pytest and code == 2 and not any(t.outcome is Outcome.ERROR for t in tests):
-        return replace(run, status=RunStatus.CRASHED, problem=_PYTEST_EXIT[2])
-    if spec.is_pytest and code in (3, 4):
-        return replace(run, status=RunStatus.CRASHED, problem=_PYTEST_EXIT[code])
-    if spec.is_pytest and code == 2:
+    if not spec.is_pytest:
+        return run
+    if collect_errors:
+        # Whatever the flags (--continue-on-collection-errors too): a module that cannot be
+        # collected hides all of its tests, so the passes of the others are no result.
         return replace(
             run,
+            status=RunStatus.ERROR,
             problem="errors during collection: "
-            + ", ".join(t.id for t in tests if t.outcome is Outcome.ERROR),
+            + ", ".join(collect_errors[:10])
+            + (f" and {len(collect_errors) - 10} more" if len(collect_errors) > 10 else "")
+            + " (fix the module, or leave it out of the test command)",
+        )
+    cut_short = _cut_short(run, probe)
+    if cut_short:
+        return replace(run, status=RunStatus.INVALID, problem=cut_short)
+    stop = probe.interrupted if probe is not None else ""
+    if code == 2 and stop.startswith("Interrupted: stopping after ") and run.failing:
+        return replace(run, problem=stop.removeprefix("Interrupted: "))  # xdist's -x
+    if code == 2:
+        return replace(run, status=RunStatus.CRASHED, problem=_PYTEST_EXIT[2])
+    if code in (3, 4):
+        return replace(run, status=RunStatus.CRASHED, problem=_PYTEST_EXIT[code])
+    if probe is not None and probe.collected is not None and probe.finished < probe.collected:
+        return replace(
+            run,
+            problem=f"{probe.maxfail_stop}: {probe.finished} of {probe.collected} collected "
+            "tests ran",
         )
     return run
 
 
-def _cases(report: Report, is_pytest: bool, cwd: Path, stdout: str) -> tuple[TestCase, ...]:
+def _not_found(proc: ProcessResult) -> str:
+    """Why the shell could not run the command (exit 127: not found, 126: not executable)."""
+    if proc.exit_code not in (126, 127):
+        return ""
+    lines = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+    what = "was not found" if proc.exit_code == 127 else "could not be executed"
+    last = lines[-1].strip()[:300] if lines else ""
+    return f"the test command {what} (exit code {proc.exit_code})" + (f": {last}" if last else "")
+
+
+def _cut_short(run: TestRun, probe: Probe | None) -> str:
+    """Why a pytest session did not run its tests to the end ('' when it did, or when only
+    -x/--maxfail stopped it after a failure)."""
+    counts = ""
+    if probe is not None and probe.collected is not None:
+        counts = f"{probe.finished} of {probe.collected} collected tests ran"
+    interrupted = probe.interrupted if probe is not None else interrupt_banner(run.output)
+    if interrupted.startswith("Interrupted: stopping after ") and run.failing:
+        interrupted = ""  # -x/--maxfail under pytest-xdist, which stops the session this way
+    if interrupted:
+        return (
+            f"the test session was cut short ({interrupted})"
+            + (f": {counts}" if counts else "")
+            + "; the results are incomplete"
+        )
+    if probe is None or probe.collected is None or probe.finished >= probe.collected:
+        return ""
+    if probe.maxfail_stop and run.failing:
+        return ""
+    return f"pytest stopped early: {counts}; the results are incomplete"
+
+
+def _cases(
+    report: Report, is_pytest: bool, cwd: Path, stdout: str, probe: Probe | None = None
+) -> tuple[tuple[TestCase, ...], list[str]]:
+    """The report's tests (one per id, the worse outcome kept) and the ids of the collection
+    errors among them (pytest only)."""
     xpassed = {m.group(1) for m in _XPASS_LINE.finditer(stdout)} if is_pytest else set()
+    not_run: frozenset[str] = frozenset()
+    if probe is not None:
+        xpassed |= probe.xpassed
+        not_run = probe.not_run
     merged: dict[str, TestCase] = {}
+    collect_errors: list[str] = []
     for raw in report.cases:
         test_id = pytest_node_id(raw, cwd) if is_pytest else generic_test_id(raw)
         if raw.result == "failure":
             outcome = Outcome.FAILED
         elif raw.result == "error":
             outcome = Outcome.ERROR
+            if is_pytest and raw.message == "collection failure":
+                collect_errors.append(test_id)
         elif raw.result == "skipped":
             outcome = Outcome.XFAIL if raw.skip_type == "pytest.xfail" else Outcome.SKIPPED
+            # xfail(run=False): never run, so never a pass of any kind: a skip.
+            if outcome is Outcome.XFAIL and (
+                test_id in not_run or raw.message.startswith("[NOTRUN]")
+            ):
+                outcome = Outcome.SKIPPED
         else:
-            # pytest's JUnit writes a non-strict xpass as a pass; its terminal summary (with
-            # -rX or -rA) names them.
+            # pytest's JUnit writes a non-strict xpass as a pass; the probe (or, without it,
+            # the terminal summary with -rX or -rA) names them.
             outcome = Outcome.XPASS if test_id in xpassed else Outcome.PASSED
         case = TestCase(
             id=test_id,
@@ -266,7 +353,7 @@ def _cases(report: Report, is_pytest: bool, cwd: Path, stdout: str) -> tuple[Tes
         if previous is not None and worse(previous.outcome, outcome) is previous.outcome:
             continue
         merged[test_id] = case
-    return tuple(merged.values())
+    return tuple(merged.values()), collect_errors
 
 
 def recheck_changed(

@@ -6,12 +6,13 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from treesearch.errors import ConfigError, ScoringError
 from treesearch.scoring.cache import ScoreCache
+from treesearch.scoring.envkey import Memo, check_cache_inputs, environment_key
 from treesearch.scoring.grading import ScoreFunction, make_score
 from treesearch.scoring.results import RunStatus, ScoreResult, TestRun
 from treesearch.scoring.runner import recheck_changed, run_tests
@@ -20,7 +21,7 @@ from treesearch.scoring.spec import TestSpec
 ScoreLike = str | Mapping[str, Any] | ScoreFunction
 """A score function, its registry name, or a ``{kind: name, ...params}`` mapping."""
 
-_SCORER_KEYS = ("search_tests", "grade_tests", "score", "grade_score")
+_SCORER_KEYS = ("search_tests", "grade_tests", "score", "grade_score", "cache_inputs")
 
 
 class Scorer:
@@ -29,7 +30,10 @@ class Scorer:
     ``score`` runs the search spec (what the search sees and optimises); ``grade`` runs the
     grade spec (held out: run only when asked, for the final nodes, so the search never peeks
     at its grader). With a ``cache`` and a ``tree`` hash, a state already tested under the same
-    spec is not tested again (``ScoreResult.cached``).
+    spec in the same environment is not tested again (``ScoreResult.cached``); the environment
+    key covers the interpreter, the command's programs, the installed packages, the variables
+    that steer Python and pytest, and the content of the ``cache_inputs`` globs (files the
+    tests read that the snapshot does not hold, e.g. ignored fixtures), see ``envkey``.
     """
 
     def __init__(
@@ -40,6 +44,7 @@ class Scorer:
         cache: ScoreCache | None = None,
         *,
         grade_score: ScoreLike | None = None,
+        cache_inputs: Sequence[str] = (),
     ) -> None:
         self.search_spec = search_spec
         """Spec of the tests that steer the search."""
@@ -53,6 +58,9 @@ class Scorer:
         """Score function applied to grade runs."""
         self.cache = cache
         """The score cache, if any."""
+        self.cache_inputs = check_cache_inputs(cache_inputs, "cache_inputs")
+        """Globs (relative to the workspace) of files whose content is part of the cache key."""
+        self._digests: Memo = {}
         self.test_runs = 0
         """Test commands actually run by this scorer (re-runs included; cache hits excluded)."""
         self.cache_hits = 0
@@ -69,7 +77,8 @@ class Scorer:
     ) -> Scorer:
         """Build from a config section with keys ``search_tests`` (a ``TestSpec`` mapping),
         ``grade_tests`` (optional, held out), ``score`` and ``grade_score`` (a name or a
-        ``{kind: ...}`` mapping; ``grade_score`` defaults to ``score``)."""
+        ``{kind: ...}`` mapping; ``grade_score`` defaults to ``score``) and ``cache_inputs``
+        (a list of globs relative to the workspace)."""
         at = f"{source}: {where}" if where else source
         if d is None:
             d = {}
@@ -96,7 +105,8 @@ class Scorer:
             if d.get("grade_score") is not None
             else None
         )
-        return cls(search, score, grade, cache, grade_score=grade_score)
+        inputs = check_cache_inputs(d.get("cache_inputs"), f"{source}: {key('cache_inputs')}")
+        return cls(search, score, grade, cache, grade_score=grade_score, cache_inputs=inputs)
 
     def score(
         self,
@@ -137,8 +147,12 @@ class Scorer:
     ) -> ScoreResult:
         fingerprint = spec.fingerprint()
         run: TestRun | None = None
+        environment = ""
         if tree is not None and self.cache is not None:
-            run = self.cache.get(tree, fingerprint)
+            environment = environment_key(
+                spec.command, spec.env, workspace, self.cache_inputs, memo=self._digests
+            )
+            run = self.cache.get(tree, fingerprint, environment)
         cached = run is not None
         if run is None:
             run = run_tests(spec, workspace)
@@ -147,7 +161,7 @@ class Scorer:
                 run, reruns = recheck_changed(spec, workspace, run, parent)
                 self.test_runs += reruns
             if tree is not None and self.cache is not None and _cacheable(run):
-                self.cache.put(tree, fingerprint, run)
+                self.cache.put(tree, fingerprint, run, environment)
         else:
             self.cache_hits += 1
         return _result(
@@ -210,13 +224,16 @@ def score_workspace(
     ref: str | None = None,
     store: SnapshotSource | None = None,
     score: ScoreLike = "pass_fraction",
+    cache_inputs: Sequence[str] = (),
 ) -> ScoreResult:
     """Score ``workspace`` as it is, or snapshot ``ref`` of ``store`` materialised into a
     temporary folder (the workspace is then not touched).
 
     The cache needs a tree hash: with ``ref`` it is the snapshot's; without ``ref`` but with a
     ``store`` and a ``cache``, the workspace is captured first to learn it (that records a
-    snapshot labelled by ``meta={"purpose": "score"}``). ``spec`` may be a config mapping.
+    snapshot labelled by ``meta={"purpose": "score"}``). ``spec`` may be a config mapping;
+    ``cache_inputs`` are globs of files (relative to the workspace) whose content is part of the
+    cache key (see ``Scorer``).
 
     Raises:
         ScoringError: ``ref`` without ``store``, or the tests could not be set up.
@@ -224,7 +241,7 @@ def score_workspace(
     """
     if not isinstance(spec, TestSpec):
         spec = TestSpec.from_config(spec)
-    scorer = Scorer(spec, score, cache=cache)
+    scorer = Scorer(spec, score, cache=cache, cache_inputs=cache_inputs)
     if ref is None:
         tree = None
         if store is not None and cache is not None:

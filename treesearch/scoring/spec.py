@@ -22,7 +22,7 @@ RUNNERS = ("auto", "pytest", "generic")
 
 # Bump when the runner changes in a way that changes results for the same spec and tree:
 # cached runs of older versions are then ignored.
-_RUNNER_VERSION = 1
+_RUNNER_VERSION = 2
 
 _PYTEST_WORD = re.compile(r"^py\.?test(-?\d+(\.\d+)*)?$")
 

@@ -454,12 +454,16 @@ def _summary(result: Any) -> dict[str, Any]:
     run = result.run
     totals = {k: v for k, v in sorted(dict(run.totals).items()) if v}
     counts = ", ".join(f"{v} {k}" for k, v in totals.items() if k != "total") or "no tests"
-    return {
+    out = {
         "status": run.status.value,
         "totals": totals,
         "failing": [t.id for t in run.failing][:50],
         "summary": f"{counts} ({run.status.value})",
     }
+    if run.status.value != "ok" and run.problem:  # a broken test run says why, wherever shown
+        out["problem"] = run.problem[:500]
+        out["summary"] = f"{counts} ({run.status.value}: {run.problem[:200]})"
+    return out
 
 
 def _safe(name: str) -> str:

@@ -20,7 +20,10 @@ from the test environment, the run produced no data) or is switched off, the tra
 rank the lines, and ``Localization.note`` says so.
 
 The expensive part, the spectrum, is cached per (tree hash, test spec, options): in memory, and
-as JSON under ``cache_dir`` when one is given.
+as JSON under ``cache_dir`` when one is given. Only a spectrum the environment did not spoil is
+cached: when coverage should have run and could not (coverage.py missing from the test
+environment, no data written), or the test run itself was not usable (a command not found, a
+crash), the ranking is used once, its note says why, and the next call tries again.
 """
 
 from __future__ import annotations
@@ -192,6 +195,8 @@ class _Spectrum:
     note: str = ""
     run_status: str = ""
     inherited_from: str | None = None  # the tree whose test run this is (see ``inherit``)
+    # False when the environment spoiled the run (never written to the cache, not serialised).
+    cacheable: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -523,6 +528,7 @@ def _spectrum(
     files = _Files(workspace, cwd, exclude)
     cov: _CoverageRun | None = None
     note = ""
+    env_failure = False
     if use_coverage:
         wrapped = _wrap(spec)
         if isinstance(wrapped, str):
@@ -533,8 +539,10 @@ def _spectrum(
                 cov = _run_with_coverage(spec, workspace, wrapped, timeout)
             except ImportError:
                 note = "coverage not used: coverage.py is not installed here"
+                env_failure = True
             if cov is not None and cov.problem:
                 note = f"coverage could not run: {cov.problem}"
+                env_failure = True
     else:
         note = "coverage switched off (coverage: false)"
     usable = cov if cov is not None and not cov.problem else None
@@ -575,7 +583,16 @@ def _spectrum(
     notes = [n for n in (note, outcome_note) if n]
     if not failing:
         notes.append(f"no failing tests ({run.summary()})")
-    return _Spectrum(method, failing, passing, counts, "; ".join(notes), run.status.value)
+    spoiled = env_failure or run.status in (RunStatus.INVALID, RunStatus.CRASHED)
+    return _Spectrum(
+        method,
+        failing,
+        passing,
+        counts,
+        "; ".join(notes),
+        run.status.value,
+        cacheable=not spoiled,
+    )
 
 
 def _plain_run(spec: TestSpec, workspace: Path, timeout: float) -> TestRun:
@@ -731,9 +748,10 @@ def localize(
     cached = spectrum is not None
     if spectrum is None:
         spectrum = _spectrum(ws, spec, use_coverage=use_coverage, timeout=limit, exclude=exclude)
-        # A run cut short by the caller's own deadline says little about the state: not cached.
+        # A run cut short by the caller's own deadline says little about the state, and a
+        # failure of the environment must not outlive it: neither is cached.
         cut_short = spectrum.run_status == RunStatus.TIMEOUT.value and limit < spec.timeout
-        if key and not cut_short:
+        if key and not cut_short and spectrum.cacheable:
             _cache_put(key, spectrum, folder)
     return Localization(
         method=spectrum.method,

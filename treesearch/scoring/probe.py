@@ -1,0 +1,141 @@
+"""Set up and read the session probe (``pytest_probe``) of a pytest run.
+
+``probe_env`` copies the plugin into a temporary folder outside the workspace and returns the
+variables that make pytest load it; ``read_probe`` reads what it recorded. A run whose probe
+left nothing (the command did not pass the variables on to pytest, pytest died before the end
+of its session) falls back to what the output and the report say.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from treesearch.scoring import pytest_probe
+
+MODULE = "_treesearch_pytest_probe"
+"""Module name the plugin is loaded under."""
+_MAX_PROBE_BYTES = 16 * 1024 * 1024
+
+# Interpreter options that make Python ignore PYTHONPATH (-I isolated, -E no environment): with
+# them the plugin could not be imported, and pytest would refuse to start.
+_ISOLATED = re.compile(r"^-[A-Za-z]*[IE][A-Za-z]*$")
+_PYTHON = re.compile(r"^python[\d.]*$")
+# pytest's banner for a session cut short (used when the probe left nothing).
+_INTERRUPT_BANNER = re.compile(
+    r"^!{3,} (?P<what>(?:_pytest\.outcomes\.)?Exit\b.*?|KeyboardInterrupt\b.*?"
+    r"|Interrupted: (?!\d+ errors? during collection|stopping after ).*?) !{3,}$",
+    re.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the plugin recorded about one pytest session."""
+
+    collected: int | None = None
+    """Tests collected (after deselection); ``None`` when collection did not finish here."""
+    finished: int = 0
+    """Tests whose run protocol finished."""
+    collect_errors: tuple[str, ...] = ()
+    """Node ids of the collectors (modules, packages) that failed to collect."""
+    interrupted: str = ""
+    """The exception that cut the session short (``Exit: ...``, ``KeyboardInterrupt``)."""
+    exitstatus: int | None = None
+    """pytest's exit status as the session saw it."""
+    maxfail_stop: str = ""
+    """Set when ``-x``/``--maxfail`` stopped the session after failures."""
+    xpassed: frozenset[str] = field(default_factory=frozenset)
+    """Node ids of the tests marked xfail that passed."""
+    not_run: frozenset[str] = field(default_factory=frozenset)
+    """Node ids of the tests marked ``xfail(run=False)``: never run."""
+
+
+def probe_env(
+    command: str | Sequence[str],
+    folder: Path,
+    out_file: Path,
+    env: Mapping[str, str],
+    inherited: Mapping[str, str],
+) -> dict[str, str]:
+    """The variables that load the probe into pytest (empty when it cannot be loaded).
+
+    ``env`` is what the spec sets, ``inherited`` the environment the command inherits; the
+    plugin gives the tests ``PYTEST_PLUGINS`` and ``PYTHONPATH`` back as they were.
+    """
+    if _isolated(command):
+        return {}
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(pytest_probe.__file__), folder / f"{MODULE}.py")
+    out: dict[str, str] = {pytest_probe.ENV_FILE: str(out_file)}
+    for name, saved in (
+        ("PYTEST_PLUGINS", pytest_probe.ENV_PLUGINS),
+        ("PYTHONPATH", pytest_probe.ENV_PATH),
+    ):
+        before = env.get(name, inherited.get(name))
+        if name == "PYTEST_PLUGINS":
+            out[name] = f"{before},{MODULE}" if before else MODULE
+        else:
+            out[name] = f"{folder}{os.pathsep}{before}" if before else str(folder)
+        if before is not None:
+            out[saved] = before
+    return out
+
+
+def _isolated(command: str | Sequence[str]) -> bool:
+    if isinstance(command, str):
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            return False
+    else:
+        words = list(command)
+    # Only a Python interpreter's own options count: those between the interpreter and `-m`,
+    # `-c` or the script (pytest's `-rE` is not Python's -E).
+    for i, word in enumerate(words):
+        if not _PYTHON.match(os.path.basename(word)):
+            continue
+        for option in words[i + 1 :]:
+            if option in ("-m", "-c") or not option.startswith("-"):
+                break
+            if _ISOLATED.match(option):
+                return True
+    return False
+
+
+def read_probe(path: Path) -> Probe | None:
+    """The probe's record, or ``None`` when the plugin wrote nothing usable."""
+    try:
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read(_MAX_PROBE_BYTES))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    try:
+        collected = data.get("collected")
+        exitstatus = data.get("exitstatus")
+        return Probe(
+            collected=None if collected is None else int(collected),
+            finished=int(data.get("finished") or 0),
+            collect_errors=tuple(str(x) for x in data.get("collect_errors") or ()),
+            interrupted=str(data.get("interrupted") or ""),
+            exitstatus=None if exitstatus is None else int(exitstatus),
+            maxfail_stop=str(data.get("maxfail_stop") or ""),
+            xpassed=frozenset(str(x) for x in data.get("xpassed") or ()),
+            not_run=frozenset(str(x) for x in data.get("not_run") or ()),
+        )
+    except (TypeError, ValueError):
+        return None
+
+
+def interrupt_banner(output: str) -> str:
+    """What pytest's ``!!! ... !!!`` banner says cut the session short (empty if none)."""
+    found = _INTERRUPT_BANNER.search(output)
+    return found.group("what").strip() if found else ""

@@ -131,15 +131,17 @@ def owner_alive(owner: Owner) -> bool:
 # --- the temp root and scratch folders ------------------------------------------------------------
 
 
-def temp_root(base: str | os.PathLike[str] | None = None) -> Path:
+def temp_root(base: str | os.PathLike[str] | None = None, *, create: bool = True) -> Path:
     """``<base>/treesearch-<uid>`` (base: the system temp folder), created 0700 if needed.
 
     Raises:
-        OSError: the folder cannot be created, or it exists and is not a folder of this user.
+        OSError: the folder cannot be created (or is missing, with ``create=False``), or it
+            exists and is not a folder of this user.
     """
     root = Path(base if base is not None else tempfile.gettempdir()) / f"treesearch-{os.getuid()}"
-    with contextlib.suppress(FileExistsError):
-        root.mkdir(mode=0o700, parents=True)
+    if create:
+        with contextlib.suppress(FileExistsError):
+            root.mkdir(mode=0o700, parents=True)
     info = os.lstat(root)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
         raise PermissionError(
@@ -391,7 +393,7 @@ def reap(
     """
     report = ReapReport(dry_run=dry_run)
     try:
-        root = temp_root(base)
+        root = temp_root(base, create=False)
     except OSError:
         return report
     procs = root / "procs"

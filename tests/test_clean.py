@@ -165,7 +165,7 @@ def test_clean_dry_run_lists_and_deletes_nothing(tmp_path: Path, env: dict[str, 
     assert tree_digest(tmp_path, include_mtime=True) == before
     lines = done.stdout.splitlines()
     assert [line.split()[0] for line in lines[:-1]] == ["copy", "store", "scratch"]
-    assert lines[-1].startswith("would remove 3 items")
+    assert lines[-1].startswith("would remove 3 item(s)")
     done = cli(env, "clean")
     assert done.returncode == 0, done.stderr
     assert [line.split()[:2] for line in done.stdout.splitlines()[:-1]] == [

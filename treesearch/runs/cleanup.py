@@ -340,11 +340,11 @@ def describe(plan: CleanPlan) -> list[str]:
     total = sum(i.bytes for i in plan.items)
     if plan.dry_run:
         lines.append(
-            f"would remove {len(plan.items)} items ({_size(total)}); "
+            f"would remove {len(plan.items)} item(s) ({_size(total)}); "
             "run `treesearch clean` without --dry-run to remove them"
         )
     else:
         done = [i for i in plan.items if i.removed]
         freed = sum(i.bytes for i in done)
-        lines.append(f"removed {len(done)} of {len(plan.items)} items ({_size(freed)})")
+        lines.append(f"removed {len(done)} of {len(plan.items)} item(s) ({_size(freed)})")
     return lines

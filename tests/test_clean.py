@@ -192,7 +192,7 @@ def test_clean_keeps_recent_copies_and_those_of_a_running_search(
     plan = cleanup.plan_clean(home, older_than=7 * 86400)
     assert plan.items == []
     reasons = {Path(k.path).name.split("-")[0]: k.reason for k in plan.kept}
-    assert reasons["live"].endswith("its run is running")
+    assert reasons["live"].endswith("a search on it is running")
     assert reasons["calc"].endswith("last used 0.0 hours ago")
     assert live.is_dir()
 
@@ -277,3 +277,31 @@ def test_clean_rejects_a_bad_age_with_one_line(env: dict[str, str]) -> None:
     done = cli(env, "clean", "--older-than", "soon")
     assert done.returncode == 2
     assert "invalid duration 'soon'" in done.stderr
+
+
+def test_a_resume_claims_its_copy_so_clean_keeps_it_while_it_runs(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The process that made a copy is gone once its run ends; a resume of that run searches the
+    copy again and must not lose it to a `clean --older-than 0` meanwhile."""
+    _src, run_dir = copy_run(tmp_path, env)
+    workspace = Path(json.loads((run_dir / "summary.json").read_text())["workspace"])
+    home = tmp_path / "home"
+    before = cleanup.plan_clean(home, older_than=0, temp_base=tmp_path)
+    assert [i.kind for i in before.items] == ["copy", "store"]
+    assert cleanup.claim_copy(workspace)  # what the resume's search does first (app._search)
+    after = cleanup.plan_clean(home, older_than=0, temp_base=tmp_path)
+    assert after.items == []
+    assert after.kept[0].reason.endswith("a search on it is running")
+    assert not cleanup.claim_copy(tmp_path / "calc")  # the user's folder is no copy
+    resume = subprocess.Popen(
+        [sys.executable, "-m", "treesearch", "resume", str(run_dir), "--quiet"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _out, err = resume.communicate(timeout=300)
+    assert resume.returncode == 0, err
+    marker = json.loads((workspace.parent / cleanup.COPY_MARKER).read_text())
+    assert marker["owner"]["pid"] == resume.pid

@@ -27,7 +27,7 @@ from treesearch.config import (
 )
 from treesearch.errors import RunError
 from treesearch.runs import RunDir, new_run_id
-from treesearch.runs.cleanup import copy_note, make_workspace_copy
+from treesearch.runs.cleanup import claim_copy, copy_note, make_workspace_copy
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage
@@ -152,6 +152,8 @@ def _search(
     reaped = lifecycle.reap()  # what killed searches left: their test processes, scratch folders
     if reaped:
         run.append({"event": "reaped", "time": time.time(), **reaped.to_dict()})
+    if cfg.workspace.source is not None:  # a copy: `treesearch clean` keeps it while we run
+        claim_copy(loaded.workspace_path())
     store = _open_store(loaded)
     scorer = Scorer.from_config(
         cfg.scoring.model_dump(),

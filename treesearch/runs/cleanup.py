@@ -8,8 +8,8 @@ can look at the best state; ``treesearch clean`` removes copies older than ``DEF
 ``plan_clean`` lists, without touching anything:
 
 * copies (recognised by their ``copy.json`` only, never by a name) whose last use (made, last
-  event of their run, last store operation) is older than the cut-off, and whose run is not
-  running;
+  event of their run, last store operation) is older than the cut-off, and that no running
+  search claims (the run that made it, or a resume: ``claim_copy``);
 * the stores of those copies;
 * orphan stores: their recorded workspace no longer exists, and they have not been used since the
   cut-off (a store of an existing workspace is never listed);
@@ -40,6 +40,7 @@ __all__ = [
     "CleanItem",
     "CleanPlan",
     "apply_clean",
+    "claim_copy",
     "copy_note",
     "make_workspace_copy",
     "plan_clean",
@@ -67,7 +68,6 @@ def make_workspace_copy(source: Path, home: Path, *, run_id: str, run_dir: Path)
     folder = root / f"{run_id}-{secrets.token_hex(2)}"
     folder.mkdir()
     workspace = folder / source.name
-    owner = lifecycle.process_owner()
     marker = {
         "kind": _COPY_KIND,
         "run_id": run_id,
@@ -75,13 +75,39 @@ def make_workspace_copy(source: Path, home: Path, *, run_id: str, run_dir: Path)
         "source": str(source),
         "workspace": str(workspace),
         "created": time.time(),
-        "owner": {"pid": owner.pid, "start": owner.start, "boot": owner.boot},
+        "owner": _owner_record(),
     }
+    _write_marker(folder, marker)
+    shutil.copytree(source, workspace, symlinks=True)
+    return workspace
+
+
+def _write_marker(folder: Path, marker: dict[str, Any]) -> None:
     temp = folder / f".{COPY_MARKER}.tmp"
     temp.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
     os.replace(temp, folder / COPY_MARKER)
-    shutil.copytree(source, workspace, symlinks=True)
-    return workspace
+
+
+def _owner_record() -> dict[str, Any]:
+    owner = lifecycle.process_owner()
+    return {"pid": owner.pid, "start": owner.start, "boot": owner.boot}
+
+
+def claim_copy(workspace: Path) -> bool:
+    """Record this process as the one searching the copy ``workspace`` (a resume does this), so
+    that ``treesearch clean`` keeps it while this process runs. False if it is not a copy."""
+    folder = Path(os.path.abspath(workspace)).parent
+    try:
+        marker = json.loads((folder / COPY_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(marker, dict) or marker.get("kind") != _COPY_KIND:
+        return False
+    if Path(str(marker.get("workspace", ""))).parent != folder:
+        return False
+    marker["owner"] = _owner_record()
+    _write_marker(folder, marker)
+    return True
 
 
 def copy_note(workspace: Path, source: str) -> dict[str, Any]:
@@ -215,7 +241,9 @@ def plan_clean(
         source = copy.marker.get("source", "?")
         what = f"copy of {source} made by run {copy.marker.get('run_id', '?')}"
         if _copy_alive(copy):
-            plan.kept.append(CleanItem("copy", str(copy.folder), f"{what}: its run is running"))
+            plan.kept.append(
+                CleanItem("copy", str(copy.folder), f"{what}: a search on it is running")
+            )
             continue
         if store is not None and store.in_use:
             plan.kept.append(CleanItem("copy", str(copy.folder), f"{what}: its store is in use"))

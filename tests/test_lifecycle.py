@@ -227,10 +227,14 @@ def test_owner_of_another_boot_is_dead_and_a_zombie_is_dead(tmp_path: Path) -> N
     assert lifecycle.owner_alive(me)
     other_boot = "e" * 8 if me.boot != "e" * 8 else "f" * 8
     assert not lifecycle.owner_alive(lifecycle.Owner(me.pid, me.start, other_boot))
-    proc = subprocess.Popen(["true"])
+    proc = subprocess.Popen(["sleep", "30"])
     owner = lifecycle.process_owner(proc.pid)
-    assert _eventually(lambda: lifecycle.start_time(proc.pid) is None)  # exited: a zombie now
+    assert owner.start and lifecycle.owner_alive(owner)
+    proc.kill()
+    assert _eventually(lambda: lifecycle.start_time(proc.pid) is None)  # a zombie now
+    assert os.path.exists(f"/proc/{proc.pid}")
     assert not lifecycle.owner_alive(owner)
+    assert not lifecycle.owner_alive(lifecycle.Owner(proc.pid, 0, owner.boot))
     proc.wait()
 
 

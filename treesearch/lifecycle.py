@@ -117,7 +117,9 @@ def owner_alive(owner: Owner) -> bool:
     """True while the process that ``owner`` describes runs (a zombie counts as dead)."""
     if owner.boot != _BOOT:
         return False
-    if not os.path.isdir("/proc") or owner.start == 0:
+    if os.path.isdir("/proc") and owner.start == 0:  # start unknown: running is all we can ask
+        return start_time(owner.pid) is not None
+    if not os.path.isdir("/proc"):
         try:  # no way to tell a recycled pid: a pid that exists counts as alive
             os.kill(owner.pid, 0)
         except ProcessLookupError:

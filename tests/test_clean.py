@@ -19,6 +19,7 @@ import yaml
 from conftest import tree_digest
 
 from treesearch import lifecycle
+from treesearch.errors import RunError
 from treesearch.runs import cleanup
 from treesearch.store import ShadowStore, store_dir_for
 
@@ -305,3 +306,17 @@ def test_a_resume_claims_its_copy_so_clean_keeps_it_while_it_runs(
     assert resume.returncode == 0, err
     marker = json.loads((workspace.parent / cleanup.COPY_MARKER).read_text())
     assert marker["owner"]["pid"] == resume.pid
+
+
+def test_a_copy_that_fails_leaves_nothing_and_says_why_in_one_line(
+    tmp_path: Path, home: Path
+) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("a")
+    os.mkfifo(src / "pipe")  # copytree refuses named pipes
+    with pytest.raises(
+        RunError, match=r"cannot copy the workspace .*src \(workspace.copy\): .*named pipe"
+    ):
+        cleanup.make_workspace_copy(src, home, run_id="r", run_dir=tmp_path / "runs" / "r")
+    assert list((home / "copies").iterdir()) == []

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch import lifecycle
+from treesearch.errors import RunError
 from treesearch.store.inventory import folder_bytes, list_stores, remove_store
 
 __all__ = [
@@ -78,7 +79,17 @@ def make_workspace_copy(source: Path, home: Path, *, run_id: str, run_dir: Path)
         "owner": _owner_record(),
     }
     _write_marker(folder, marker)
-    shutil.copytree(source, workspace, symlinks=True)
+    try:
+        shutil.copytree(source, workspace, symlinks=True)
+    except BaseException as exc:
+        # Nothing half-made stays behind (the marker goes last, as in `apply_clean`).
+        lifecycle.remove_tree(workspace) and lifecycle.remove_tree(folder)
+        if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
+            what = "; ".join(str(why) for _src, _dst, why in exc.args[0][:3])
+            raise RunError(f"cannot copy the workspace {source} (workspace.copy): {what}") from exc
+        if isinstance(exc, OSError):
+            raise RunError(f"cannot copy the workspace {source} (workspace.copy): {exc}") from exc
+        raise
     return workspace
 
 

@@ -227,6 +227,8 @@ def test_owner_of_another_boot_is_dead_and_a_zombie_is_dead(tmp_path: Path) -> N
     assert lifecycle.owner_alive(me)
     other_boot = "e" * 8 if me.boot != "e" * 8 else "f" * 8
     assert not lifecycle.owner_alive(lifecycle.Owner(me.pid, me.start, other_boot))
+    # A record made in another pid namespace (a container sharing TMPDIR) is never acted on.
+    assert lifecycle.owner_alive(lifecycle.Owner(me.pid, me.start + 1, me.boot, "1"))
     proc = subprocess.Popen(["sleep", "30"])
     owner = lifecycle.process_owner(proc.pid)
     assert owner.start and lifecycle.owner_alive(owner)

@@ -14,8 +14,10 @@ die with it:
   removed when the search exits normally. ``reap`` (run by the next search, and by ``treesearch
   clean``) kills the groups of registry files whose owner is dead, for when the watchdog died too.
 
-A process is identified by its pid, its start time (``/proc/PID/stat``, clock ticks since boot)
-and the boot id, so a recycled pid is never mistaken for the process that made a record. A group
+A process is identified by its pid, its start time (``/proc/PID/stat``, clock ticks since boot),
+the boot id and its pid namespace, so a recycled pid is never mistaken for the process that made a
+record (a record made in another pid namespace, a container sharing the temp folder, counts as
+alive: it is never acted on). A group
 is killed only while its leader is gone or is still the recorded process.
 
 Scratch folders (``scratch_dir``) carry the owner in their name and are removed on exit; ``reap``
@@ -59,8 +61,9 @@ __all__ = [
 ]
 
 _PR_SET_PDEATHSIG = 1
-_SCRATCH = re.compile(r"^(?P<kind>[a-z]+)-(?P<pid>\d+)-(?P<start>\d+)-(?P<boot>[0-9a-f]+)-")
-_RECORD = re.compile(r"^(?P<pid>\d+)-(?P<start>\d+)-(?P<boot>[0-9a-f]+)\.json$")
+_OWNER = r"(?P<pid>\d+)-(?P<start>\d+)-(?P<boot>[0-9a-f]+)-(?P<ns>[0-9a-f]+)"
+_SCRATCH = re.compile(rf"^(?P<kind>[a-z]+)-{_OWNER}-")
+_RECORD = re.compile(rf"^{_OWNER}\.json$")
 
 
 # --- identity of processes ------------------------------------------------------------------------
@@ -74,7 +77,15 @@ def _read_boot_id() -> str:
         return "0"
 
 
+def _read_pid_namespace() -> str:
+    try:  # "pid:[4026531836]"
+        return format(int(os.readlink("/proc/self/ns/pid")[5:-1]), "x")
+    except (OSError, ValueError):
+        return "0"
+
+
 _BOOT = _read_boot_id()
+_NS = _read_pid_namespace()
 
 
 def _stat_fields(pid: int) -> list[bytes] | None:
@@ -96,15 +107,16 @@ def start_time(pid: int) -> int | None:
 
 @dataclass(frozen=True)
 class Owner:
-    """A process as the reaper knows it: pid, start time (0: unknown) and boot id."""
+    """A process as the reaper knows it: pid, start time (0: unknown), boot id, pid namespace."""
 
     pid: int
     start: int
     boot: str
+    ns: str = _NS
 
     @property
     def token(self) -> str:
-        return f"{self.pid}-{self.start}-{self.boot}"
+        return f"{self.pid}-{self.start}-{self.boot}-{self.ns}"
 
 
 def process_owner(pid: int | None = None) -> Owner:
@@ -117,6 +129,8 @@ def owner_alive(owner: Owner) -> bool:
     """True while the process that ``owner`` describes runs (a zombie counts as dead)."""
     if owner.boot != _BOOT:
         return False
+    if owner.ns != _NS:  # another pid namespace (a container sharing TMPDIR): cannot tell
+        return True
     if os.path.isdir("/proc") and owner.start == 0:  # start unknown: running is all we can ask
         return start_time(owner.pid) is not None
     if not os.path.isdir("/proc"):
@@ -404,7 +418,7 @@ def reap(
             m = _RECORD.match(record.name)
             if not m:
                 continue
-            owner = Owner(int(m["pid"]), int(m["start"]), m["boot"])
+            owner = Owner(int(m["pid"]), int(m["start"]), m["boot"], m["ns"])
             if owner_alive(owner):
                 continue
             try:
@@ -434,7 +448,7 @@ def reap(
             continue
         if only_folders is not None and str(entry) not in only_folders:
             continue
-        if owner_alive(Owner(int(m["pid"]), int(m["start"]), m["boot"])):
+        if owner_alive(Owner(int(m["pid"]), int(m["start"]), m["boot"], m["ns"])):
             continue
         report.folders.append(str(entry))
         if not dry_run:

@@ -101,7 +101,7 @@ def _write_marker(folder: Path, marker: dict[str, Any]) -> None:
 
 def _owner_record() -> dict[str, Any]:
     owner = lifecycle.process_owner()
-    return {"pid": owner.pid, "start": owner.start, "boot": owner.boot}
+    return {"pid": owner.pid, "start": owner.start, "boot": owner.boot, "ns": owner.ns}
 
 
 def claim_copy(workspace: Path) -> bool:
@@ -209,7 +209,7 @@ def _age(seconds: float) -> str:
 def _copy_alive(copy: _Copy) -> bool:
     o = copy.marker.get("owner") or {}
     try:
-        owner = lifecycle.Owner(int(o["pid"]), int(o["start"]), str(o["boot"]))
+        owner = lifecycle.Owner(int(o["pid"]), int(o["start"]), str(o["boot"]), str(o["ns"]))
     except (KeyError, TypeError, ValueError):
         return False
     return lifecycle.owner_alive(owner)

@@ -210,13 +210,15 @@ def test_reap_never_kills_a_group_whose_leader_pid_was_recycled(
     (root / "procs").mkdir()
     record = root / "procs" / f"{dead.token}.json"
     record.write_text(json.dumps({"groups": [[stranger.pid, real_start - 1]]}))
+    torn = root / "procs" / f".{dead.token}.json.{dead.pid}.tmp"  # a write cut short
+    torn.write_text('{"groups": [[')
     old = root / f"fl-{dead.token}-wxyz"
     (old / "sub").mkdir(parents=True)
     (old / "sub").chmod(0o500)  # a read-only folder inside does not stop the removal
     report = lifecycle.reap(tmpdir_env)
     assert report.groups == []
     assert _alive(stranger.pid)
-    assert not record.exists() and not old.exists()
+    assert not record.exists() and not old.exists() and not torn.exists()
     assert report.folders == [str(old)]
     stranger.kill()
     stranger.wait()

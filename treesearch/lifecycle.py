@@ -63,7 +63,7 @@ __all__ = [
 _PR_SET_PDEATHSIG = 1
 _OWNER = r"(?P<pid>\d+)-(?P<start>\d+)-(?P<boot>[0-9a-f]+)-(?P<ns>[0-9a-f]+)"
 _SCRATCH = re.compile(rf"^(?P<kind>[a-z]+)-{_OWNER}-")
-_RECORD = re.compile(rf"^{_OWNER}\.json$")
+_RECORD = re.compile(rf"^\.?{_OWNER}\.json(\.\d+\.tmp)?$")
 
 
 # --- identity of processes ------------------------------------------------------------------------
@@ -420,6 +420,11 @@ def reap(
                 continue
             owner = Owner(int(m["pid"]), int(m["start"]), m["boot"], m["ns"])
             if owner_alive(owner):
+                continue
+            if record.name.startswith("."):  # a registry update cut short by the kill
+                if not dry_run:
+                    with contextlib.suppress(FileNotFoundError):
+                        record.unlink()
                 continue
             try:
                 groups = json.loads(record.read_text(encoding="ascii"))["groups"]

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +17,7 @@ from typing import Any
 
 import networkx as nx
 
+from treesearch import lifecycle
 from treesearch.agents import build_agent
 from treesearch.config import (
     LoadedConfig,
@@ -28,12 +27,13 @@ from treesearch.config import (
 )
 from treesearch.errors import RunError
 from treesearch.runs import RunDir, new_run_id
+from treesearch.runs.cleanup import claim_copy, copy_note, make_workspace_copy
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage
 from treesearch.search.controller import Controller, SearchResult, Strategy
 from treesearch.search.policies import make_policy
-from treesearch.store import ShadowStore
+from treesearch.store import ShadowStore, default_home
 
 __all__ = ["SearchOutcome", "checkout", "resume", "run_from_config", "load_run_graph"]
 
@@ -83,14 +83,7 @@ def run_from_config(
     if not original.is_dir():
         raise RunError(f"{loaded.source}: workspace.path: {original} is not a folder")
     workspace = original
-    if cfg.workspace.copy_:
-        tmp = Path(tempfile.mkdtemp(prefix="treesearch-"))
-        workspace = tmp / original.name
-        shutil.copytree(original, workspace, symlinks=True)
     resolved = json.loads(json.dumps(loaded.raw, default=str))
-    resolved["workspace"] = {"path": str(workspace), "copy": False}
-    if cfg.workspace.copy_:
-        resolved["workspace"]["source"] = str(original)
     if cfg.store.home is not None:
         home = Path(cfg.store.home).expanduser()
         resolved.setdefault("store", {})["home"] = str(
@@ -98,6 +91,14 @@ def run_from_config(
         )
     run_id = cfg.output.run_id or new_run_id(cfg.output.instance_id)
     root_runs = runs_dir or Path(cfg.output.runs_dir)
+    if cfg.workspace.copy_:  # under <store home>/copies, with a marker `treesearch clean` reads
+        store_home = Path(resolved.get("store", {}).get("home") or default_home())
+        workspace = make_workspace_copy(
+            original, store_home, run_id=run_id, run_dir=root_runs.resolve() / run_id
+        )
+    resolved["workspace"] = {"path": str(workspace), "copy": False}
+    if cfg.workspace.copy_:
+        resolved["workspace"]["source"] = str(original)
     run = RunDir.create(root_runs.resolve(), run_id, resolved)
     run.append(
         {
@@ -148,6 +149,11 @@ def _search(
     loaded: LoadedConfig, run: RunDir, events: list[dict[str, Any]], on_progress: ProgressFn | None
 ) -> SearchOutcome:
     cfg = loaded.config
+    reaped = lifecycle.reap()  # what killed searches left: their test processes, scratch folders
+    if reaped:
+        run.append({"event": "reaped", "time": time.time(), **reaped.to_dict()})
+    if cfg.workspace.source is not None:  # a copy: `treesearch clean` keeps it while we run
+        claim_copy(loaded.workspace_path())
     store = _open_store(loaded)
     scorer = Scorer.from_config(
         cfg.scoring.model_dump(),
@@ -254,6 +260,8 @@ def _finish(
         "seconds": round(seconds, 3),
         "mean_seconds_per_expansion": {k: round(v, 4) for k, v in overhead.items()},
     }
+    if cfg.workspace.source is not None:
+        summary["workspace_copy"] = copy_note(store.workspace, cfg.workspace.source)
     run.write_json("summary.json", summary)
     run.append(
         {

@@ -517,6 +517,8 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
         sys.stdout.write(out.patch)
     print()
     print(f"workspace (now at the best node): {out.workspace}")
+    if copy := out.summary.get("workspace_copy"):
+        print(f"  a copy of {copy['source']}, kept {copy['kept']}")
     print(f"run directory: {out.run_dir}")
     if out.interrupted:
         print(f"interrupted: continue with `treesearch resume {out.run_dir}`")
@@ -675,6 +677,41 @@ def _add_search(sub: Any) -> None:
     p.add_argument("node", help="tree-hash prefix, or #N for the N-th node found")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_checkout)
+
+
+def _cmd_clean(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from treesearch.runs import cleanup
+    from treesearch.store import default_home
+
+    home = Path(args.home or _env("TREESEARCH_HOME") or default_home())
+    runs = Path(args.runs_dir) if args.runs_dir else None
+    plan = cleanup.plan_clean(home, older_than=args.older_than, runs_dir=runs)
+    if not args.dry_run:
+        cleanup.apply_clean(plan)
+    if args.json:
+        _emit_json(plan.to_dict())
+    else:
+        print("\n".join(cleanup.describe(plan)))
+    return 1 if any(i.removed is False for i in plan.items) else 0
+
+
+@_register
+def _add_clean(sub: Any) -> None:
+    p = sub.add_parser("clean", help="remove old runs' workspace copies, orphan stores, leftovers")
+    p.add_argument("--dry-run", "-n", action="store_true", help="list, remove nothing")
+    p.add_argument(
+        "--older-than",
+        type=_parse_duration,
+        default=7 * 86400,
+        metavar="AGE",
+        help="copies and orphan stores unused for this long (default 7d; 0: all)",
+    )
+    p.add_argument("--runs-dir", metavar="DIR", help="only the copies of runs in DIR")
+    p.add_argument("--home", metavar="DIR", help="store home (default: $TREESEARCH_HOME or cache)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_cmd_clean)
 
 
 if __name__ == "__main__":  # pragma: no cover

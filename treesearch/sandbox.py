@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
+from treesearch import lifecycle
 from treesearch.errors import PathEscapeError, SandboxError, ToolError
 from treesearch.types import ProcessResult
 
@@ -190,6 +191,8 @@ def run(
         extra_env: variables set on top of ``env`` (or of the inherited environment).
 
     Group members still running when the main process exits normally are killed with SIGKILL.
+    If this process is killed, the group dies with it: a parent-death signal ends the main
+    process, and ``treesearch.lifecycle``'s watchdog (or the next search's reaper) the rest.
     A process that left the group (``setsid``) cannot be reached; if it keeps an output pipe
     open, reading stops about a second after the group is gone.
 
@@ -215,10 +218,14 @@ def run(
         raise SandboxError(f"cannot run {argv[0]!r}: working folder {cwd_str!r} does not exist")
     stdin_data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
 
-    preexec: Callable[[], None] | None = None
-    if limits is not None:
-        # Computed before the fork, so that the child only calls setrlimit.
-        preexec = functools.partial(_apply_rlimits, limits._rlimits())
+    # Computed before the fork, so that the child only calls prctl and setrlimit.
+    preexec: Callable[[], None] = functools.partial(
+        _child_setup, os.getpid(), limits._rlimits() if limits is not None else []
+    )
+    try:  # the registry of live groups, so that a killed search takes its groups along
+        lifecycle.prepare_tracking()
+    except OSError as exc:
+        raise SandboxError(f"cannot run {argv[0]!r}: {exc}") from exc
 
     started = time.monotonic()
     try:
@@ -245,7 +252,21 @@ def run(
             stdout="",
             stderr=f"cannot start {argv[0]!r}: {exc.strerror or exc}\n",
         )
-    return _supervise(proc, stdin_data, started + timeout, output_limit, kill_grace, started)
+    try:
+        lifecycle.track_group(proc.pid)
+    except OSError as exc:
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise SandboxError(f"cannot record the process group of {argv[0]!r}: {exc}") from exc
+    try:
+        return _supervise(proc, stdin_data, started + timeout, output_limit, kill_grace, started)
+    finally:
+        lifecycle.untrack_group(proc.pid)
+
+
+def _child_setup(parent: int, rlimits: list[tuple[int, int, int]]) -> None:
+    lifecycle.die_with_parent(parent)
+    _apply_rlimits(rlimits)
 
 
 def _apply_rlimits(rlimits: list[tuple[int, int, int]]) -> None:

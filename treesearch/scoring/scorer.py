@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from treesearch import lifecycle
 from treesearch.errors import ConfigError, ScoringError
 from treesearch.scoring.cache import ScoreCache
 from treesearch.scoring.envkey import Memo, check_cache_inputs, environment_key
@@ -249,7 +250,8 @@ def score_workspace(
         return scorer.score(workspace, tree)
     if store is None:
         raise ScoringError(f"scoring snapshot {ref!r} needs the snapshot store")
-    tmp = Path(tempfile.mkdtemp(prefix="treesearch-materialized-"))
+    owner = lifecycle.process_owner().token  # in the name: `reap` removes it if we are killed
+    tmp = Path(tempfile.mkdtemp(prefix=f"materialized-{owner}-", dir=lifecycle.temp_root()))
     try:
         dest = tmp / "workspace"
         tree = str(store.materialize(ref, dest).tree)

@@ -350,7 +350,8 @@ class ShadowStore:
                 f"the store {store} would be inside the workspace {ws}; "
                 "choose a store home outside it (--home or TREESEARCH_HOME)"
             )
-        if _is_within(ws, home_real):
+        # <home>/copies holds the workspace copies of `workspace.copy` runs (runs/cleanup.py).
+        if _is_within(ws, home_real) and not _is_within(ws.parent.parent, home_real / "copies"):
             raise StoreLocationError(
                 f"the workspace {ws} is inside the store home {home_real}; "
                 "choose a workspace outside it or another home"

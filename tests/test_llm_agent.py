@@ -577,3 +577,20 @@ def test_llm_agent_cache_answers_a_repeated_request_without_the_server(
     assert summaries == ["reply 0", "reply 0", "reply 1"]
     assert len(server.requests) == 2
     assert [events(r, "response")[0]["source"] for r in (a, b, c)] == ["live", "cache", "live"]
+
+
+def test_llm_agent_fails_fast_on_a_refused_connection_without_retrying(
+    session: TransactionalSession, tmp_path: Path
+) -> None:
+    """Regression (issue #12 item 8): a dead server cost 15 s of retries per expansion."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    agent = agent_for(None, tmp_path, base_url=f"http://127.0.0.1:{port}/v1", retries=4)
+    result = run(agent, session)
+    assert result.status is AgentStatus.FAILED
+    assert result.reason is not None and "connection refused" in result.reason
+    assert f"127.0.0.1:{port}" in result.reason
+    assert events(result, "retry") == []

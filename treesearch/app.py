@@ -31,7 +31,7 @@ from treesearch.runs import RunDir, new_run_id
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage
-from treesearch.search.controller import Controller, SearchResult, Strategy
+from treesearch.search.controller import Controller, SearchResult, Strategy, one_line
 from treesearch.search.policies import make_policy
 from treesearch.store import ShadowStore
 
@@ -178,6 +178,7 @@ def _search(
         emit=run.append,
         transcripts=run.path / "transcripts",
         on_progress=on_progress,
+        max_consecutive_errors=cfg.search.max_consecutive_errors,
     )
     t0 = time.perf_counter()
     if events:
@@ -233,6 +234,7 @@ def _finish(
         "run_id": run.path.name,
         "status": "interrupted" if result.interrupted else "finished",
         "stop_reason": result.stop_reason,
+        "stop_detail": result.stop_detail,
         "workspace": str(store.workspace),
         "policy": cfg.search.policy,
         "seed": cfg.search.seed,
@@ -251,6 +253,7 @@ def _finish(
         "nodes": g.number_of_nodes(),
         "edges": g.number_of_edges(),
         "noops": sum(len(d["noops"]) for _, d in g.nodes(data=True)),
+        "agent_errors": agent_errors(g),
         "seconds": round(seconds, 3),
         "mean_seconds_per_expansion": {k: round(v, 4) for k, v in overhead.items()},
     }
@@ -279,6 +282,22 @@ def _finish(
         result.interrupted,
         result.timings,
     )
+
+
+def agent_errors(g: nx.DiGraph) -> dict[str, Any]:
+    """How many expansions ended with a failed agent, counted by reason (one line each), and
+    whether every expansion failed (then nothing was searched: the CLI exits non-zero)."""
+    runs = G.expansions(g)
+    failed = [one_line(e.get("reason")) for e in runs if e.get("status") == "failed"]
+    by_reason: dict[str, int] = {}
+    for reason in failed:
+        by_reason[reason] = by_reason.get(reason, 0) + 1
+    return {
+        "count": len(failed),
+        "expansions": len(runs),
+        "every_expansion_failed": bool(runs) and len(failed) == len(runs),
+        "by_reason": dict(sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))),
+    }
 
 
 def load_run_graph(run_dir: Path) -> tuple[RunDir, nx.DiGraph, dict[str, Any]]:

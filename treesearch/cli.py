@@ -1,7 +1,8 @@
 """Command-line interface: the only module that prints, reads environment variables or exits.
 
 Each command group lives in an ``_add_<group>`` function that registers its sub-parser and handler;
-handlers return an exit status (0 ok, 1 failed operation, 2 usage error) and raise
+handlers return an exit status (0 ok, 1 failed operation, 2 usage error, 3 a search whose agent
+runs all failed or that stopped on repeated agent errors, 130 interrupted) and raise
 ``TreesearchError`` for failures, which ``main`` turns into a one-line message.
 """
 
@@ -473,8 +474,15 @@ class _Progress:
         parts = [f"{k.replace('_', ' ')} left {_num(v)}" for k, v in left.items() if v is not None]
         score = "-" if p["score"] is None else f"{p['score']:.2f}"
         best = "-" if p["best_score"] is None else f"{p['best_score']:.2f}"
+        reason = " ".join(str(p.get("reason") or "unknown error").split())[:120]
+        if p["outcome"] == "error":
+            result = f"error: {reason}"
+        elif p.get("status") == "failed":
+            result = f"{p['outcome']} {score} (agent failed: {reason})"
+        else:
+            result = f"{p['outcome']} {score}"
         line = (
-            f"[{p['k'] + 1:>3}] best {best} | {p['strategy']} -> {p['outcome']} {score} | "
+            f"[{p['k'] + 1:>3}] best {best} | {p['strategy']} -> {result} | "
             f"{p['nodes']} nodes | " + ", ".join(parts)
         )
         if self.tty:
@@ -506,6 +514,13 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
         f"stopped: {out.stop_reason}; {u.expansions} expansions, {u.test_runs} test runs "
         f"({u.cache_hits} cached), {out.summary['seconds']:.1f}s"
     )
+    if out.summary.get("stop_detail"):
+        print(f"  {out.summary['stop_detail']}")
+    errors = out.summary.get("agent_errors") or {}
+    if errors.get("count"):
+        print(f"agent errors: {errors['count']} of {errors['expansions']} expansions failed:")
+        for reason, n in list(errors["by_reason"].items())[:5]:
+            print(f"  {n} x {reason[:200]}")
     if out.grade is not None:
         print(
             f"held-out grade: {out.grade.score:.3f}" + (" (resolved)" if out.grade.resolved else "")
@@ -519,6 +534,33 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
     print(f"run directory: {out.run_dir}")
     if out.interrupted:
         print(f"interrupted: continue with `treesearch resume {out.run_dir}`")
+
+
+AGENT_ERRORS_EXIT = 3
+"""Exit status of a search in which every agent run failed, or that stopped on repeated agent
+errors: its result is not a search result."""
+
+
+def _search_status(out: Any) -> int:
+    """The exit status of a finished search (and a line on stderr when it is not 0)."""
+    if out.interrupted:
+        return 130
+    errors = out.summary.get("agent_errors") or {}
+    if errors.get("every_expansion_failed"):
+        first = next(iter(errors["by_reason"]), "unknown error")
+        print(
+            f"treesearch: every expansion failed with an agent error ({errors['count']} of "
+            f"{errors['expansions']}; first: {first[:200]}); nothing was searched",
+            file=sys.stderr,
+        )
+        return AGENT_ERRORS_EXIT
+    if out.stop_reason == "max_consecutive_errors":
+        print(
+            f"treesearch: the search stopped on repeated agent errors: {out.summary.get('stop_detail')}",
+            file=sys.stderr,
+        )
+        return AGENT_ERRORS_EXIT
+    return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -545,7 +587,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         _emit_json(out.summary)
     else:
         _print_outcome(out, show_patch=not args.no_patch)
-    return 130 if out.interrupted else 0
+    return _search_status(out)
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
@@ -561,7 +603,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
         _emit_json(out.summary)
     else:
         _print_outcome(out, show_patch=False)
-    return 130 if out.interrupted else 0
+    return _search_status(out)
 
 
 def _cmd_show_run(args: argparse.Namespace) -> int:

@@ -61,6 +61,9 @@ class SearchConfig(_Model):
     agent_timeout: float = Field(600.0, gt=0)
     """Default wall seconds per agent run (a strategy's ``timeout`` overrides it)."""
     stop_on_perfect: bool = True
+    max_consecutive_errors: int | None = Field(3, ge=1)
+    """Stop the search after this many expansions in a row failed with the same agent error
+    (e.g. a model server that is down); ``null``: never."""
     budget: BudgetConfig = BudgetConfig()
 
 

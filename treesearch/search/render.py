@@ -27,6 +27,8 @@ def tree_text(g: nx.DiGraph, *, max_nodes: int = 400) -> str:
         score = "  -  " if d.get("score") is None else f"{d['score']:.3f}"
         mark = "*" if n in on_best else " "
         noops = f"  ({len(d['noops'])} no-op)" if d["noops"] else ""
+        if d.get("errors"):
+            noops += f"  ({len(d['errors'])} error)"
         via = f"{strategy}  " if strategy else ""
         tests = d.get("tests", {}).get("summary", "")
         return (
@@ -48,6 +50,15 @@ def tree_text(g: nx.DiGraph, *, max_nodes: int = 400) -> str:
         lines.append(prefix + branch + label(n, strategy))
         kids = sorted(g.successors(n), key=lambda k: g.nodes[k]["order"])
         child_prefix = prefix if top else prefix + ("   " if last else "│  ")
+        errors: dict[tuple[str, str], int] = {}
+        for e in g.nodes[n].get("errors", []):
+            key = (str(e.get("strategy")), " ".join(str(e.get("reason") or "?").split())[:160])
+            errors[key] = errors.get(key, 0) + 1
+        for (via, reason), count in errors.items():
+            times = f" x{count}" if count > 1 else ""
+            lines.append(
+                f"{child_prefix}{'│  ' if kids else '   '}! error{times} via {via}: {reason}"
+            )
         for i, k in enumerate(kids):
             walk(k, child_prefix, g.edges[n, k]["strategy"], i == len(kids) - 1, False)
 

@@ -470,6 +470,15 @@ def boom(ctx):
     raise RuntimeError("model returned garbage")
 
 
+def keep_writing(ctx):
+    ctx.session.step([{"name": "write_file", "arguments": {"path": "pre.txt", "content": "p"}}])
+    n = 0
+    while True:
+        n += 1
+        (ctx.workspace / "tick.txt").write_text(str(n))
+        time.sleep(0.01)
+
+
 def hang(ctx):
     ctx.session.step([{"name": "write_file", "arguments": {"path": "pre.txt", "content": "p"}}])
     (ctx.workspace / "uncaptured.txt").write_text("u")
@@ -542,6 +551,29 @@ def test_python_agent_hanging_past_its_timeout_fails_and_is_cut_off(
     time.sleep(1.5)  # the abandoned function wakes up and tries another step: refused
     assert len(session.steps) == steps and not (workspace / "late.txt").exists()
     assert_consistent(session, workspace)
+
+
+def test_python_agent_looping_past_its_timeout_is_killed_and_writes_nothing_later(
+    session: TransactionalSession, workspace: Path, agent_module: str
+) -> None:
+    """Regression (issue #12 item 10): the function ran in a thread that outlived its timeout
+    and went on writing into the workspace during later expansions."""
+    result = run_agent(
+        build_agent({"kind": "python", "function": f"{agent_module}:keep_writing"}),
+        ctx_for(session, timeout=0.5),
+    )
+    assert result.status is AgentStatus.FAILED
+    assert result.reason is not None and "the function was killed" in result.reason
+    # The step it completed is kept; its direct writes were discarded with the failed run.
+    assert (workspace / "pre.txt").exists() and not (workspace / "tick.txt").exists()
+    assert_consistent(session, workspace)
+    time.sleep(0.5)  # a function still running would have written tick.txt again by now
+    assert not (workspace / "tick.txt").exists()
+    assert_consistent(session, workspace)
+    # The session file holds the child's step: loading it gives the same session.
+    assert session.path is not None
+    again = TransactionalSession.load(session.path, session.store, restore=False)
+    assert [s.tree_after for s in again.steps] == [s.tree_after for s in session.steps]
 
 
 def test_python_agent_with_a_missing_function_fails(session: TransactionalSession) -> None:

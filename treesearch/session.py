@@ -1042,6 +1042,39 @@ class TransactionalSession:
         except OSError as exc:
             raise SessionError(f"cannot append to session file {self.path}: {exc}") from exc
 
+    # --- a copy of the session in a child process ---------------------------------------------------
+
+    def write_records_to(self, path: str | os.PathLike[str]) -> None:
+        """In a forked child process: write this session's new records (steps, messages) to
+        ``path`` instead of the session file; the parent takes them with ``take_records``."""
+        self.path = Path(path)
+        self._rewrite_needed = False
+        self._valid_lines = []
+
+    def take_records(self, path: str | os.PathLike[str]) -> int:
+        """Apply the records a forked child wrote to ``path`` (``write_records_to``) and append
+        them to the session file, so the child's steps are this session's steps. A last line
+        cut short (the child was killed while writing it) is ignored. Returns the count taken."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise SessionError(f"cannot read the child's session records {path}: {exc}") from exc
+        taken = 0
+        with self._lock:
+            for line in text.splitlines(keepends=True):
+                if not line.endswith("\n"):
+                    break
+                try:
+                    record = json.loads(line)
+                except ValueError as exc:
+                    raise SessionError(f"a damaged record from the child process: {exc}") from exc
+                self._replay(record)
+                self._append(record)
+                taken += 1
+        return taken
+
     # --- threads and time -------------------------------------------------------------------------
 
     def revoke_thread(self, ident: int) -> None:

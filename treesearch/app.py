@@ -27,6 +27,8 @@ from treesearch.config import (
     validate,
 )
 from treesearch.errors import RunError
+from treesearch.isolation import NO_ISOLATION, Isolation
+from treesearch.isolation import resolve as resolve_isolation
 from treesearch.runs import RunDir, new_run_id
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.search import graph as G
@@ -148,6 +150,11 @@ def _search(
     loaded: LoadedConfig, run: RunDir, events: list[dict[str, Any]], on_progress: ProgressFn | None
 ) -> SearchOutcome:
     cfg = loaded.config
+    isolation = resolve_isolation(
+        cfg.sandbox.isolation,
+        network=cfg.sandbox.network,
+        writable=[str(_abs(loaded, p)) for p in cfg.sandbox.writable],
+    )
     store = _open_store(loaded)
     scorer = Scorer.from_config(
         cfg.scoring.model_dump(),
@@ -179,6 +186,7 @@ def _search(
         transcripts=run.path / "transcripts",
         on_progress=on_progress,
         max_consecutive_errors=cfg.search.max_consecutive_errors,
+        isolation=isolation,
     )
     t0 = time.perf_counter()
     if events:
@@ -192,7 +200,13 @@ def _search(
         result = controller.run()
     finally:
         run.close()
-    return _finish(loaded, run, store, scorer, result, time.perf_counter() - t0)
+    outcome = _finish(loaded, run, store, scorer, result, time.perf_counter() - t0, isolation)
+    return outcome
+
+
+def _abs(loaded: LoadedConfig, path: str) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (loaded.base_dir / p).resolve()
 
 
 def _finish(
@@ -202,6 +216,7 @@ def _finish(
     scorer: Scorer,
     result: SearchResult,
     seconds: float,
+    isolation: Isolation = NO_ISOLATION,
 ) -> SearchOutcome:
     cfg = loaded.config
     g = result.graph
@@ -254,6 +269,7 @@ def _finish(
         "edges": g.number_of_edges(),
         "noops": sum(len(d["noops"]) for _, d in g.nodes(data=True)),
         "agent_errors": agent_errors(g),
+        "isolation": isolation.describe(),
         "seconds": round(seconds, 3),
         "mean_seconds_per_expansion": {k: round(v, 4) for k, v in overhead.items()},
     }

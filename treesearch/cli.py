@@ -516,6 +516,12 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
     )
     if out.summary.get("stop_detail"):
         print(f"  {out.summary['stop_detail']}")
+    iso = out.summary.get("isolation") or {}
+    if iso.get("mechanism") not in (None, "none"):
+        net = "network allowed" if iso.get("network") else "no network"
+        print(f"agent commands: isolated ({iso['mechanism']}: workspace only writable, {net})")
+    elif iso:
+        print(f"agent commands: not isolated ({iso.get('note') or 'sandbox.isolation: none'})")
     errors = out.summary.get("agent_errors") or {}
     if errors.get("count"):
         print(f"agent errors: {errors['count']} of {errors['expansions']} expansions failed:")

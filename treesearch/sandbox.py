@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TypeAlias
 
 from treesearch.errors import PathEscapeError, SandboxError, ToolError
+from treesearch.isolation import Isolation
 from treesearch.types import ProcessResult
 
 __all__ = [
@@ -170,6 +171,7 @@ def run(
     output_limit: int = 64 * 1024,
     kill_grace: float = 2.0,
     extra_env: Mapping[str, str] | None = None,
+    isolation: Isolation | None = None,
 ) -> ProcessResult:
     """Run ``cmd`` in ``cwd`` in a new session and return its result; never leaves processes behind.
 
@@ -188,6 +190,8 @@ def run(
             whatever the command prints.
         kill_grace: seconds between SIGTERM and SIGKILL on timeout.
         extra_env: variables set on top of ``env`` (or of the inherited environment).
+        isolation: confine the command (``treesearch.isolation``): ``cwd`` is then the only
+            writable folder (with a private ``/tmp``), and the network is off unless allowed.
 
     Group members still running when the main process exits normally are killed with SIGKILL.
     A process that left the group (``setsid``) cannot be reached; if it keeps an output pipe
@@ -214,6 +218,8 @@ def run(
     if not os.path.isdir(cwd_str):
         raise SandboxError(f"cannot run {argv[0]!r}: working folder {cwd_str!r} does not exist")
     stdin_data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+    if isolation is not None and isolation.active:
+        argv = isolation.wrap(argv, cwd_str)
 
     preexec: Callable[[], None] | None = None
     if limits is not None:

@@ -134,6 +134,7 @@ class Controller:
         transcripts: Path | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
         max_consecutive_errors: int | None = 3,
+        isolation: Any = None,
     ) -> None:
         self.store = store
         self.strategies = dict(strategies)
@@ -148,6 +149,8 @@ class Controller:
         self.transcripts = transcripts
         self.on_progress = on_progress
         self.max_consecutive_errors = max_consecutive_errors
+        self.isolation = isolation
+        """How agent commands are confined (``treesearch.isolation.Isolation``; ``None``: not)."""
         self.error_streak: list[str] = []
         """Reasons of the latest expansions in a row whose agent failed with the same error."""
         self.graph: nx.DiGraph | None = None
@@ -286,6 +289,7 @@ class Controller:
             timeout=strategy.timeout,
             messages=[{"role": "user", "content": self.task}] if self.task else (),
         )
+        session.isolation = self.isolation
         ctx = AgentContext(
             session=session,
             task=self.task,

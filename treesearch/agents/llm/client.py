@@ -28,6 +28,7 @@ from treesearch.errors import AgentError
 __all__ = [
     "ChatClient",
     "ChatReply",
+    "ContextLengthError",
     "ModelDeadlineError",
     "ModelRequestError",
     "parse_reply",
@@ -43,6 +44,35 @@ _SDK_ARGS = ("model", "messages", "tools", "tool_choice", "temperature", "max_to
 class ModelRequestError(AgentError):
     """A request to the model failed for good: an error status not worth retrying, retries used
     up, an unreadable reply, or a missing API key."""
+
+
+class ContextLengthError(ModelRequestError):
+    """The server refused the request as longer than the model's context (HTTP 400
+    ``context_length_exceeded`` or its wording): shorten the conversation and send it again."""
+
+
+_CONTEXT_WORDS = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "maximum context",
+    "prompt is too long",
+    "too many tokens",
+    "input is too long",
+)
+
+
+def _is_context_error(status: int, exc: Any, detail: str) -> bool:
+    if status not in (400, 413, 422):
+        return False
+    body = getattr(exc, "body", None)
+    code = ""
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            code = str(inner.get("code") or "")
+    text = f"{code} {detail}".lower()
+    return any(word in text for word in _CONTEXT_WORDS)
 
 
 class ModelDeadlineError(ModelRequestError):
@@ -225,6 +255,10 @@ class ChatClient:
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 detail = self.scrub(_error_detail(exc))
+                if _is_context_error(status, exc, detail):
+                    raise ContextLengthError(
+                        f"the model server ({self.base_url}) answered HTTP {status}: {detail}"
+                    ) from None
                 if not (status in (408, 409, 429) or status >= 500):
                     raise ModelRequestError(
                         f"the model server ({self.base_url}) answered HTTP {status}: {detail}"

@@ -479,6 +479,11 @@ def keep_writing(ctx):
         time.sleep(0.01)
 
 
+def keep_running(ctx):
+    ctx.session.step([{"name": "run", "arguments": {
+        "command": "while true; do echo x >> loop.txt; sleep 0.01; done", "timeout": 60}}])
+
+
 def hang(ctx):
     ctx.session.step([{"name": "write_file", "arguments": {"path": "pre.txt", "content": "p"}}])
     (ctx.workspace / "uncaptured.txt").write_text("u")
@@ -574,6 +579,22 @@ def test_python_agent_looping_past_its_timeout_is_killed_and_writes_nothing_late
     assert session.path is not None
     again = TransactionalSession.load(session.path, session.store, restore=False)
     assert [s.tree_after for s in again.steps] == [s.tree_after for s in session.steps]
+
+
+def test_python_agent_killed_at_its_timeout_also_ends_the_commands_it_started(
+    session: TransactionalSession, workspace: Path, agent_module: str
+) -> None:
+    """A command the function started (in its own session, through the ``run`` tool) dies with
+    the function: it cannot go on writing either."""
+    result = run_agent(
+        build_agent({"kind": "python", "function": f"{agent_module}:keep_running"}),
+        ctx_for(session, timeout=0.5),
+    )
+    assert result.status is AgentStatus.FAILED
+    assert not (workspace / "loop.txt").exists()
+    time.sleep(0.5)  # a command still running would have written loop.txt again by now
+    assert not (workspace / "loop.txt").exists()
+    assert_consistent(session, workspace)
 
 
 def test_python_agent_with_a_missing_function_fails(session: TransactionalSession) -> None:

@@ -180,8 +180,7 @@ class PythonAgent:
                 os.setpgid(pid, pid)  # also here: no race with a kill before the child set it
             timed_out = None if _wait(pid, time.monotonic() + seconds) else "killed"
             if timed_out:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, signal.SIGKILL)
+                _kill_tree(pid)
                 os.waitpid(pid, 0)
             # Whatever it leaves behind, the group is gone: nothing more can write.
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -223,6 +222,49 @@ class PythonAgent:
             ctx.session.revoke_thread(worker.ident)
             return box, "abandoned"
         return box, None
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL the child's process group and every process it started, including commands in
+    their own sessions (``sandbox.run`` gives each one): the group is stopped first so that it
+    starts nothing new, then each descendant found through ``/proc`` loses its whole group."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGSTOP)
+    for _ in range(3):  # a descendant outside the stopped group may still start one more
+        for d in _descendants(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(os.getpgid(d), signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(d, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (from ``/proc``; empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(name))
+    out: list[int] = []
+    todo = list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
 
 
 def _wait(pid: int, deadline: float) -> bool:

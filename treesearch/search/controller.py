@@ -152,7 +152,9 @@ class Controller:
         self.isolation = isolation
         """How agent commands are confined (``treesearch.isolation.Isolation``; ``None``: not)."""
         self.error_streak: list[str] = []
-        """Reasons of the latest expansions in a row whose agent failed with the same error."""
+        """Reasons of the latest expansions in a row whose agent failed with the same error
+        (counted by this process only: a resumed search, e.g. after the server was fixed,
+        starts again at 0)."""
         self.graph: nx.DiGraph | None = None
         self.usage = Usage()
         self.feedback: dict[str, str] = {}
@@ -193,7 +195,6 @@ class Controller:
             elif kind == "expansion":
                 assert self.graph is not None, "expansion before root"
                 apply_event(self.graph, ev, self.usage)
-                self._note_error(ev)
                 if ev.get("feedback") is not None:
                     self.feedback[ev["child"]] = ev["feedback"]
 

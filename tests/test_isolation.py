@@ -8,6 +8,7 @@ import json
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -158,3 +159,22 @@ def test_summary_says_which_isolation_was_in_force(tmp_path: Path) -> None:
         assert not (tmp_path / "outside").exists()
     else:
         assert iso["mechanism"] == "none" and AVAILABLE in iso["note"]
+
+
+@needs_isolation
+def test_isolated_command_past_its_timeout_is_killed_with_what_it_started(
+    session: TransactionalSession, ws: Path
+) -> None:
+    session.isolation = isolation.resolve("namespace")
+    agent = build_agent(
+        {
+            "kind": "command",
+            "command": "(while true; do echo x >> loop.txt; sleep 0.01; done) & wait",
+            "timeout": 0.5,
+        }
+    )
+    result = run_agent(agent, AgentContext(session=session, task="t"))
+    assert result.status is AgentStatus.FAILED and "timed out" in (result.reason or "")
+    assert not (ws / "loop.txt").exists()  # the failed step was rolled back
+    time.sleep(0.5)  # a loop still running would have written loop.txt again by now
+    assert not (ws / "loop.txt").exists()

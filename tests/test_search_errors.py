@@ -145,3 +145,22 @@ def test_max_consecutive_errors_counts_only_identical_errors_in_a_row(tmp_path: 
     cfg2["search"]["max_consecutive_errors"] = 2
     out2 = run(cfg2, tmp_path)
     assert out2.stop_reason == "max_consecutive_errors" and out2.usage.expansions == 2
+
+
+def test_resume_after_a_stop_on_repeated_errors_counts_errors_again_from_zero(
+    tmp_path: Path,
+) -> None:
+    """A user who fixed the cause (e.g. started the server) and resumes gets a search, not the
+    same stop at once."""
+    from treesearch.app import resume
+
+    proj = make_project(tmp_path)
+    cfg = _only(
+        config(tmp_path, proj, policy="bfs", stop_on_perfect=False, budget={"expansions": 10}),
+        same=dict(replace("nosuch.py", "a", "b"), samples=10),
+    )
+    cfg["search"]["max_consecutive_errors"] = 2
+    out = run(cfg, tmp_path)
+    assert out.stop_reason == "max_consecutive_errors" and out.usage.expansions == 2
+    again = resume(out.run_dir)
+    assert again.stop_reason == "max_consecutive_errors" and again.usage.expansions == 4

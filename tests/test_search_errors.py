@@ -164,3 +164,30 @@ def test_resume_after_a_stop_on_repeated_errors_counts_errors_again_from_zero(
     assert out.stop_reason == "max_consecutive_errors" and out.usage.expansions == 2
     again = resume(out.run_dir)
     assert again.stop_reason == "max_consecutive_errors" and again.usage.expansions == 4
+
+
+def test_failed_run_that_kept_completed_steps_is_a_new_node_counted_as_an_agent_error(
+    tmp_path: Path,
+) -> None:
+    """A run that failed after useful steps keeps them (a new, scored node): its failure is
+    counted, but the search did search, so it is not "every expansion failed"."""
+    proj = make_project(tmp_path)
+    partial = {
+        "kind": "scripted",
+        "steps": [
+            {"replace": "calc.py", "old": "return a - b", "new": "return a + b"},
+            {"replace": "calc.py", "old": "no such text", "new": "x"},
+        ],
+    }
+    cfg = _only(
+        config(tmp_path, proj, policy="bfs", stop_on_perfect=False, budget={"expansions": 1}),
+        partial=partial,
+    )
+    out = run(cfg, tmp_path)
+    root = out.graph.graph["root"]
+    [child] = list(out.graph.successors(root))
+    edge = out.graph.edges[root, child]
+    assert edge["status"] == "failed" and "found 0 matches" in edge["reason"]
+    errs = json.loads((out.run_dir / "summary.json").read_text())["agent_errors"]
+    assert errs["count"] == 1 and errs["without_new_state"] == 0
+    assert errs["every_expansion_failed"] is False

@@ -301,17 +301,20 @@ def _finish(
 
 
 def agent_errors(g: nx.DiGraph) -> dict[str, Any]:
-    """How many expansions ended with a failed agent, counted by reason (one line each), and
-    whether every expansion failed (then nothing was searched: the CLI exits non-zero)."""
+    """How many agent runs failed, counted by reason (one line each); how many of them left no
+    new state (``error`` edges); and whether every expansion was such an error (then nothing
+    was searched: the CLI exits non-zero)."""
     runs = G.expansions(g)
     failed = [one_line(e.get("reason")) for e in runs if e.get("status") == "failed"]
+    empty = sum(len(d.get("errors", [])) for _, d in g.nodes(data=True))
     by_reason: dict[str, int] = {}
     for reason in failed:
         by_reason[reason] = by_reason.get(reason, 0) + 1
     return {
         "count": len(failed),
+        "without_new_state": empty,
         "expansions": len(runs),
-        "every_expansion_failed": bool(runs) and len(failed) == len(runs),
+        "every_expansion_failed": bool(runs) and empty == len(runs),
         "by_reason": dict(sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))),
     }
 

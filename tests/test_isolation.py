@@ -5,6 +5,7 @@ Real bubblewrap, real files, a real loopback listener."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import threading
@@ -178,3 +179,34 @@ def test_isolated_command_past_its_timeout_is_killed_with_what_it_started(
     assert not (ws / "loop.txt").exists()  # the failed step was rolled back
     time.sleep(0.5)  # a loop still running would have written loop.txt again by now
     assert not (ws / "loop.txt").exists()
+
+
+@needs_isolation
+def test_isolated_command_still_finds_programs_that_live_under_tmp(
+    session: TransactionalSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI keeps its virtual environment under /tmp: the private /tmp must not hide it."""
+    tools = tmp_path / "venv" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "my-tool").write_text("#!/bin/sh\necho tool-ran > made-by-tool.txt\n")
+    (tools / "my-tool").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    ran = command(session, "my-tool", "namespace")
+    assert ran.status is AgentStatus.FINISHED, ran.reason
+    assert (Path(session.workspace) / "made-by-tool.txt").read_text() == "tool-ran\n"
+    write = command(session, f"echo no > {tools}/not-allowed", "namespace")
+    assert write.status is AgentStatus.FAILED  # its folder is visible, but read-only
+    assert not (tools / "not-allowed").exists()
+
+
+@needs_isolation
+def test_isolated_command_may_write_the_configured_writable_folders(
+    session: TransactionalSession, tmp_path: Path
+) -> None:
+    cache = tmp_path / "tool-cache"
+    cache.mkdir()
+    result = command(session, f"echo kept > {cache}/entry", "namespace", writable=[str(cache)])
+    assert result.status is AgentStatus.FINISHED, result.reason
+    assert (cache / "entry").read_text() == "kept\n"
+    with pytest.raises(SandboxError, match="sandbox.writable: .* is not a folder"):
+        isolation.resolve("auto", writable=[str(tmp_path / "missing")])

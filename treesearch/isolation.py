@@ -6,8 +6,9 @@ any host. Where the system allows it, ``sandbox.run`` wraps such a command in bu
 (``bwrap``, unprivileged Linux namespaces; Debian/Ubuntu package ``bubblewrap``):
 
 - the whole file system read-only (``--ro-bind / /``), the workspace (and the paths listed in
-  ``sandbox.writable``) writable at the same paths, a private ``/tmp``, a fresh ``/dev`` and
-  ``/proc``;
+  ``sandbox.writable``) writable at the same paths, a private ``/tmp`` (where the interpreter,
+  ``PATH`` or ``PYTHONPATH`` entries live under ``/tmp``, e.g. a CI virtual environment, they are
+  bound back read-only), a fresh ``/dev`` and ``/proc``;
 - a new network namespace with only its own loopback (no network at all) unless
   ``sandbox.network: true``;
 - a new PID namespace tied to the sandbox's process group: when the command is killed, so is
@@ -25,7 +26,8 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,9 +59,12 @@ class Isolation:
     def active(self) -> bool:
         return self.mechanism != "none"
 
-    def wrap(self, argv: Sequence[str], workspace: str) -> list[str]:
+    def wrap(
+        self, argv: Sequence[str], workspace: str, env: Mapping[str, str] | None = None
+    ) -> list[str]:
         """``argv`` run inside the sandbox, with ``workspace`` writable (unchanged without a
-        mechanism)."""
+        mechanism). ``env``: the command's environment (``None``: this process's), whose
+        ``PATH`` and ``PYTHONPATH`` entries under ``/tmp`` stay visible (read-only)."""
         if not self.active:
             return list(argv)
         assert self.program is not None
@@ -76,6 +81,8 @@ class Isolation:
             "--tmpfs",
             "/tmp",
         ]
+        for path in _under_tmp(os.environ if env is None else env):
+            out += ["--ro-bind", path, path]
         for path in (*self.writable, ws):
             real = os.path.realpath(path)
             if os.path.exists(real):
@@ -99,6 +106,26 @@ class Isolation:
 
 
 NO_ISOLATION = Isolation()
+
+
+def _under_tmp(env: Mapping[str, str]) -> list[str]:
+    """Folders under ``/tmp`` a command needs to see: the interpreter's prefixes, and the
+    entries of ``PATH``, ``PYTHONPATH`` and ``VIRTUAL_ENV`` (outermost ones only)."""
+    wanted = [sys.prefix, sys.base_prefix, os.path.dirname(sys.executable)]
+    for name in ("PATH", "PYTHONPATH"):
+        wanted += [p for p in env.get(name, "").split(os.pathsep) if p]
+    if env.get("VIRTUAL_ENV"):
+        wanted.append(env["VIRTUAL_ENV"])
+    found: list[str] = []
+    for path in wanted:
+        real = os.path.realpath(path)
+        if real.startswith("/tmp/") and os.path.isdir(real):
+            found.append(real)
+    out: list[str] = []
+    for path in sorted(set(found)):
+        if not any(path.startswith(kept + "/") for kept in out):
+            out.append(path)
+    return out
 
 
 def probe(program: str | None) -> str | None:
@@ -140,6 +167,11 @@ def resolve(
         raise SandboxError(f"sandbox.isolation must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "none":
         return Isolation(mode="none", note="sandbox.isolation: none (commands run unconfined)")
+    for path in writable:
+        if not os.path.isdir(path):
+            raise SandboxError(
+                f"sandbox.writable: {path} is not a folder; create it or remove it from the list"
+            )
     program = shutil.which("bwrap", path=search_path)
     why = probe(program)
     if why is None:

@@ -219,7 +219,7 @@ def run(
         raise SandboxError(f"cannot run {argv[0]!r}: working folder {cwd_str!r} does not exist")
     stdin_data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
     if isolation is not None and isolation.active:
-        argv = isolation.wrap(argv, cwd_str)
+        argv = isolation.wrap(argv, cwd_str, _child_env(env, extra_env))
 
     preexec: Callable[[], None] | None = None
     if limits is not None:

@@ -474,13 +474,9 @@ class _Progress:
         parts = [f"{k.replace('_', ' ')} left {_num(v)}" for k, v in left.items() if v is not None]
         score = "-" if p["score"] is None else f"{p['score']:.2f}"
         best = "-" if p["best_score"] is None else f"{p['best_score']:.2f}"
-        reason = " ".join(str(p.get("reason") or "unknown error").split())[:120]
-        if p["outcome"] == "error":
-            result = f"error: {reason}"
-        elif p.get("status") == "failed":
-            result = f"{p['outcome']} {score} (agent failed: {reason})"
-        else:
-            result = f"{p['outcome']} {score}"
+        from treesearch.search.render import expansion_result
+
+        result = expansion_result(p["outcome"], score, p.get("status"), p.get("reason"))
         line = (
             f"[{p['k'] + 1:>3}] best {best} | {p['strategy']} -> {result} | "
             f"{p['nodes']} nodes | " + ", ".join(parts)
@@ -514,19 +510,8 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
         f"stopped: {out.stop_reason}; {u.expansions} expansions, {u.test_runs} test runs "
         f"({u.cache_hits} cached), {out.summary['seconds']:.1f}s"
     )
-    if out.summary.get("stop_detail"):
-        print(f"  {out.summary['stop_detail']}")
-    iso = out.summary.get("isolation") or {}
-    if iso.get("mechanism") not in (None, "none"):
-        net = "network allowed" if iso.get("network") else "no network"
-        print(f"agent commands: isolated ({iso['mechanism']}: workspace only writable, {net})")
-    elif iso:
-        print(f"agent commands: not isolated ({iso.get('note') or 'sandbox.isolation: none'})")
-    errors = out.summary.get("agent_errors") or {}
-    if errors.get("count"):
-        print(f"agent errors: {errors['count']} of {errors['expansions']} expansions failed:")
-        for reason, n in list(errors["by_reason"].items())[:5]:
-            print(f"  {n} x {reason[:200]}")
+    for line in render.agent_lines(out.summary):
+        print(line)
     if out.grade is not None:
         print(
             f"held-out grade: {out.grade.score:.3f}" + (" (resolved)" if out.grade.resolved else "")
@@ -542,31 +527,18 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
         print(f"interrupted: continue with `treesearch resume {out.run_dir}`")
 
 
-AGENT_ERRORS_EXIT = 3
-"""Exit status of a search in which every agent run failed, or that stopped on repeated agent
-errors: its result is not a search result."""
-
-
 def _search_status(out: Any) -> int:
-    """The exit status of a finished search (and a line on stderr when it is not 0)."""
+    """The exit status of a finished search: 130 interrupted, 3 when every expansion failed
+    with an agent error or the search stopped on repeated ones (said on stderr), else 0."""
+    from treesearch.search.render import agent_failure
+
     if out.interrupted:
         return 130
-    errors = out.summary.get("agent_errors") or {}
-    if errors.get("every_expansion_failed"):
-        first = next(iter(errors["by_reason"]), "unknown error")
-        print(
-            f"treesearch: every expansion failed with an agent error ({errors['count']} of "
-            f"{errors['expansions']}; first: {first[:200]}); nothing was searched",
-            file=sys.stderr,
-        )
-        return AGENT_ERRORS_EXIT
-    if out.stop_reason == "max_consecutive_errors":
-        print(
-            f"treesearch: the search stopped on repeated agent errors: {out.summary.get('stop_detail')}",
-            file=sys.stderr,
-        )
-        return AGENT_ERRORS_EXIT
-    return 0
+    failure = agent_failure(out.summary, out.stop_reason)
+    if failure is None:
+        return 0
+    print(f"treesearch: {failure}", file=sys.stderr)
+    return 3
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -210,3 +210,15 @@ def test_isolated_command_may_write_the_configured_writable_folders(
     assert (cache / "entry").read_text() == "kept\n"
     with pytest.raises(SandboxError, match="sandbox.writable: .* is not a folder"):
         isolation.resolve("auto", writable=[str(tmp_path / "missing")])
+
+
+def test_run_requiring_namespace_isolation_where_none_works_fails_before_any_run_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj, policy="bfs", budget={"expansions": 1})
+    cfg["sandbox"] = {"isolation": "namespace"}
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bwrap-here"))
+    with pytest.raises(SandboxError, match="sandbox.isolation: namespace"):
+        run(cfg, tmp_path)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

@@ -81,6 +81,7 @@ def run_from_config(
     else:
         loaded = validate(config, source=source, base_dir=(base_dir or Path.cwd()).resolve())
     cfg = loaded.config
+    _isolation(loaded)  # refuse an isolation that cannot work here before any run folder
     original = loaded.workspace_path()
     if not original.is_dir():
         raise RunError(f"{loaded.source}: workspace.path: {original} is not a folder")
@@ -150,11 +151,7 @@ def _search(
     loaded: LoadedConfig, run: RunDir, events: list[dict[str, Any]], on_progress: ProgressFn | None
 ) -> SearchOutcome:
     cfg = loaded.config
-    isolation = resolve_isolation(
-        cfg.sandbox.isolation,
-        network=cfg.sandbox.network,
-        writable=[str(_abs(loaded, p)) for p in cfg.sandbox.writable],
-    )
+    isolation = _isolation(loaded)
     store = _open_store(loaded)
     scorer = Scorer.from_config(
         cfg.scoring.model_dump(),
@@ -202,6 +199,14 @@ def _search(
         run.close()
     outcome = _finish(loaded, run, store, scorer, result, time.perf_counter() - t0, isolation)
     return outcome
+
+
+def _isolation(loaded: LoadedConfig) -> Isolation:
+    """How agent commands will be confined (``sandbox`` section); ``SandboxError`` when
+    ``namespace`` is required and unavailable, or a ``writable`` folder is missing."""
+    cfg = loaded.config.sandbox
+    writable = [str(_abs(loaded, p)) for p in cfg.writable]
+    return resolve_isolation(cfg.isolation, network=cfg.network, writable=writable)
 
 
 def _abs(loaded: LoadedConfig, path: str) -> Path:

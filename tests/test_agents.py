@@ -484,6 +484,11 @@ def keep_running(ctx):
         "command": "while true; do echo x >> loop.txt; sleep 0.01; done", "timeout": 60}}])
 
 
+def vanish(ctx):
+    import os
+    os._exit(7)
+
+
 def hang(ctx):
     ctx.session.step([{"name": "write_file", "arguments": {"path": "pre.txt", "content": "p"}}])
     (ctx.workspace / "uncaptured.txt").write_text("u")
@@ -595,6 +600,16 @@ def test_python_agent_killed_at_its_timeout_also_ends_the_commands_it_started(
     time.sleep(0.5)  # a command still running would have written loop.txt again by now
     assert not (workspace / "loop.txt").exists()
     assert_consistent(session, workspace)
+
+
+def test_python_agent_whose_process_ends_without_a_result_fails_saying_how(
+    session: TransactionalSession, agent_module: str
+) -> None:
+    result = run_agent(
+        build_agent({"kind": "python", "function": f"{agent_module}:vanish"}), ctx_for(session)
+    )
+    assert result.status is AgentStatus.FAILED
+    assert "ended without a result (exit status 7" in (result.reason or "")
 
 
 def test_python_agent_with_a_missing_function_fails(session: TransactionalSession) -> None:

@@ -178,7 +178,8 @@ class PythonAgent:
                     os._exit(code)
             with contextlib.suppress(OSError):
                 os.setpgid(pid, pid)  # also here: no race with a kill before the child set it
-            timed_out = None if _wait(pid, time.monotonic() + seconds) else "killed"
+            status = _wait(pid, time.monotonic() + seconds)
+            timed_out = None if status is not None else "killed"
             if timed_out:
                 _kill_tree(pid)
                 os.waitpid(pid, 0)
@@ -193,7 +194,9 @@ class PythonAgent:
                 box = pickle.loads(out.read_bytes())
             except FileNotFoundError:
                 box = {
-                    "error": AgentError("the child process died without a result"),
+                    "error": AgentError(
+                        f"the function's process ended without a result ({_how(status)})"
+                    ),
                     "traceback": "",
                 }
             except Exception as exc:  # noqa: BLE001 - an unreadable result fails the run
@@ -222,6 +225,19 @@ class PythonAgent:
             ctx.session.revoke_thread(worker.ident)
             return box, "abandoned"
         return box, None
+
+
+def _how(status: int | None) -> str:
+    if status is not None and os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return f"killed by {name}; a resource limit?"
+    if status is not None and os.WIFEXITED(status):
+        return f"exit status {os.WEXITSTATUS(status)}; did it call os._exit?"
+    return "unknown status"
 
 
 def _kill_tree(pid: int) -> None:
@@ -267,16 +283,17 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _wait(pid: int, deadline: float) -> bool:
-    """Wait for child ``pid`` until ``deadline``; True when it exited (and was reaped)."""
+def _wait(pid: int, deadline: float) -> int | None:
+    """Wait for child ``pid`` until ``deadline``; its wait status once it exited (and was
+    reaped), ``None`` when it still runs."""
     delay = 0.002
     while True:
-        done, _status = os.waitpid(pid, os.WNOHANG)
+        done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            return True
+            return status
         left = deadline - time.monotonic()
         if left <= 0:
-            return False
+            return None
         time.sleep(min(delay, left))
         delay = min(delay * 2, 0.05)
 

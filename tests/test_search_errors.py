@@ -191,3 +191,21 @@ def test_failed_run_that_kept_completed_steps_is_a_new_node_counted_as_an_agent_
     errs = json.loads((out.run_dir / "summary.json").read_text())["agent_errors"]
     assert errs["count"] == 1 and errs["without_new_state"] == 0
     assert errs["every_expansion_failed"] is False
+
+
+def test_failed_runs_that_keep_useful_steps_do_not_count_toward_max_consecutive_errors(
+    tmp_path: Path,
+) -> None:
+    """A run that timed out or failed after useful steps made progress: not a stop reason."""
+    proj = make_project(tmp_path)
+    steps = [
+        {"write": "notes.txt", "content": "attempt\n"},
+        {"replace": "calc.py", "old": "no such text", "new": "x"},
+    ]
+    cfg = _only(
+        config(tmp_path, proj, policy="bfs", stop_on_perfect=False, budget={"expansions": 3}),
+        partial={"kind": "scripted", "steps": steps, "samples": 3},
+    )
+    cfg["search"]["max_consecutive_errors"] = 2
+    out = run(cfg, tmp_path)
+    assert out.stop_reason != "max_consecutive_errors" and out.usage.expansions == 3

@@ -62,8 +62,8 @@ class SearchConfig(_Model):
     """Default wall seconds per agent run (a strategy's ``timeout`` overrides it)."""
     stop_on_perfect: bool = True
     max_consecutive_errors: int | None = Field(3, ge=1)
-    """Stop the search after this many expansions in a row failed with the same agent error
-    (e.g. a model server that is down); ``null``: never."""
+    """Stop the search after this many expansions in a row failed with the same agent error and
+    left no new state (e.g. a model server that is down); ``null``: never."""
     budget: BudgetConfig = BudgetConfig()
 
 

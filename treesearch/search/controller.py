@@ -152,8 +152,8 @@ class Controller:
         self.isolation = isolation
         """How agent commands are confined (``treesearch.isolation.Isolation``; ``None``: not)."""
         self.error_streak: list[str] = []
-        """Reasons of the latest expansions in a row whose agent failed with the same error
-        (counted by this process only: a resumed search, e.g. after the server was fixed,
+        """Reasons of the latest expansions in a row whose agent failed with the same error and
+        left no new state (counted by this process only: a resumed search, e.g. after the server was fixed,
         starts again at 0)."""
         self.graph: nx.DiGraph | None = None
         self.usage = Usage()
@@ -422,9 +422,10 @@ class Controller:
     # ---------------------------------------------------------------- helpers
 
     def _note_error(self, ev: Mapping[str, Any]) -> None:
-        """Track the run of consecutive identical agent errors (``max_consecutive_errors``)."""
+        """Track the run of consecutive identical agent errors (``max_consecutive_errors``): runs
+        that failed and left no new state (a failed run that kept useful steps made progress)."""
         edge = ev.get("edge") or {}
-        if edge.get("status") != "failed":
+        if ev.get("outcome") != "error":
             self.error_streak = []
             return
         reason = one_line(edge.get("reason"))

@@ -26,12 +26,14 @@ from treesearch.config import (
     validate,
 )
 from treesearch.errors import RunError
+from treesearch.isolation import NO_ISOLATION, Isolation
+from treesearch.isolation import resolve as resolve_isolation
 from treesearch.runs import RunDir, new_run_id
 from treesearch.runs.cleanup import claim_copy, copy_note, make_workspace_copy
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage
-from treesearch.search.controller import Controller, SearchResult, Strategy
+from treesearch.search.controller import Controller, SearchResult, Strategy, one_line
 from treesearch.search.policies import make_policy
 from treesearch.store import ShadowStore, default_home
 
@@ -79,6 +81,7 @@ def run_from_config(
     else:
         loaded = validate(config, source=source, base_dir=(base_dir or Path.cwd()).resolve())
     cfg = loaded.config
+    _isolation(loaded)  # refuse an isolation that cannot work here before any run folder
     original = loaded.workspace_path()
     if not original.is_dir():
         raise RunError(f"{loaded.source}: workspace.path: {original} is not a folder")
@@ -154,6 +157,7 @@ def _search(
         run.append({"event": "reaped", "time": time.time(), **reaped.to_dict()})
     if cfg.workspace.source is not None:  # a copy: `treesearch clean` keeps it while we run
         claim_copy(loaded.workspace_path())
+    isolation = _isolation(loaded)
     store = _open_store(loaded)
     scorer = Scorer.from_config(
         cfg.scoring.model_dump(),
@@ -184,6 +188,8 @@ def _search(
         emit=run.append,
         transcripts=run.path / "transcripts",
         on_progress=on_progress,
+        max_consecutive_errors=cfg.search.max_consecutive_errors,
+        isolation=isolation,
     )
     t0 = time.perf_counter()
     if events:
@@ -197,7 +203,21 @@ def _search(
         result = controller.run()
     finally:
         run.close()
-    return _finish(loaded, run, store, scorer, result, time.perf_counter() - t0)
+    outcome = _finish(loaded, run, store, scorer, result, time.perf_counter() - t0, isolation)
+    return outcome
+
+
+def _isolation(loaded: LoadedConfig) -> Isolation:
+    """How agent commands will be confined (``sandbox`` section); ``SandboxError`` when
+    ``namespace`` is required and unavailable, or a ``writable`` folder is missing."""
+    cfg = loaded.config.sandbox
+    writable = [str(_abs(loaded, p)) for p in cfg.writable]
+    return resolve_isolation(cfg.isolation, network=cfg.network, writable=writable)
+
+
+def _abs(loaded: LoadedConfig, path: str) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (loaded.base_dir / p).resolve()
 
 
 def _finish(
@@ -207,6 +227,7 @@ def _finish(
     scorer: Scorer,
     result: SearchResult,
     seconds: float,
+    isolation: Isolation = NO_ISOLATION,
 ) -> SearchOutcome:
     cfg = loaded.config
     g = result.graph
@@ -239,6 +260,7 @@ def _finish(
         "run_id": run.path.name,
         "status": "interrupted" if result.interrupted else "finished",
         "stop_reason": result.stop_reason,
+        "stop_detail": result.stop_detail,
         "workspace": str(store.workspace),
         "policy": cfg.search.policy,
         "seed": cfg.search.seed,
@@ -257,6 +279,8 @@ def _finish(
         "nodes": g.number_of_nodes(),
         "edges": g.number_of_edges(),
         "noops": sum(len(d["noops"]) for _, d in g.nodes(data=True)),
+        "agent_errors": agent_errors(g),
+        "isolation": isolation.describe(),
         "seconds": round(seconds, 3),
         "mean_seconds_per_expansion": {k: round(v, 4) for k, v in overhead.items()},
     }
@@ -287,6 +311,25 @@ def _finish(
         result.interrupted,
         result.timings,
     )
+
+
+def agent_errors(g: nx.DiGraph) -> dict[str, Any]:
+    """How many agent runs failed, counted by reason (one line each); how many of them left no
+    new state (``error`` edges); and whether every expansion was such an error (then nothing
+    was searched: the CLI exits non-zero)."""
+    runs = G.expansions(g)
+    failed = [one_line(e.get("reason")) for e in runs if e.get("status") == "failed"]
+    empty = sum(len(d.get("errors", [])) for _, d in g.nodes(data=True))
+    by_reason: dict[str, int] = {}
+    for reason in failed:
+        by_reason[reason] = by_reason.get(reason, 0) + 1
+    return {
+        "count": len(failed),
+        "without_new_state": empty,
+        "expansions": len(runs),
+        "every_expansion_failed": bool(runs) and empty == len(runs),
+        "by_reason": dict(sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))),
+    }
 
 
 def load_run_graph(run_dir: Path) -> tuple[RunDir, nx.DiGraph, dict[str, Any]]:

@@ -1,7 +1,8 @@
 """Command-line interface: the only module that prints, reads environment variables or exits.
 
 Each command group lives in an ``_add_<group>`` function that registers its sub-parser and handler;
-handlers return an exit status (0 ok, 1 failed operation, 2 usage error) and raise
+handlers return an exit status (0 ok, 1 failed operation, 2 usage error, 3 a search whose agent
+runs all failed or that stopped on repeated agent errors, 130 interrupted) and raise
 ``TreesearchError`` for failures, which ``main`` turns into a one-line message.
 """
 
@@ -474,8 +475,11 @@ class _Progress:
         parts = [f"{k.replace('_', ' ')} left {_num(v)}" for k, v in left.items() if v is not None]
         score = "-" if p["score"] is None else f"{p['score']:.2f}"
         best = "-" if p["best_score"] is None else f"{p['best_score']:.2f}"
+        from treesearch.search.render import expansion_result
+
+        result = expansion_result(p["outcome"], score, p.get("status"), p.get("reason"))
         line = (
-            f"[{p['k'] + 1:>3}] best {best} | {p['strategy']} -> {p['outcome']} {score} | "
+            f"[{p['k'] + 1:>3}] best {best} | {p['strategy']} -> {result} | "
             f"{p['nodes']} nodes | " + ", ".join(parts)
         )
         if self.tty:
@@ -507,6 +511,8 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
         f"stopped: {out.stop_reason}; {u.expansions} expansions, {u.test_runs} test runs "
         f"({u.cache_hits} cached), {out.summary['seconds']:.1f}s"
     )
+    for line in render.agent_lines(out.summary):
+        print(line)
     if out.grade is not None:
         print(
             f"held-out grade: {out.grade.score:.3f}" + (" (resolved)" if out.grade.resolved else "")
@@ -522,6 +528,20 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
     print(f"run directory: {out.run_dir}")
     if out.interrupted:
         print(f"interrupted: continue with `treesearch resume {out.run_dir}`")
+
+
+def _search_status(out: Any) -> int:
+    """The exit status of a finished search: 130 interrupted, 3 when every expansion failed
+    with an agent error or the search stopped on repeated ones (said on stderr), else 0."""
+    from treesearch.search.render import agent_failure
+
+    if out.interrupted:
+        return 130
+    failure = agent_failure(out.summary, out.stop_reason)
+    if failure is None:
+        return 0
+    print(f"treesearch: {failure}", file=sys.stderr)
+    return 3
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -548,7 +568,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         _emit_json(out.summary)
     else:
         _print_outcome(out, show_patch=not args.no_patch)
-    return 130 if out.interrupted else 0
+    return _search_status(out)
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
@@ -564,7 +584,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
         _emit_json(out.summary)
     else:
         _print_outcome(out, show_patch=False)
-    return 130 if out.interrupted else 0
+    return _search_status(out)
 
 
 def _cmd_show_run(args: argparse.Namespace) -> int:

@@ -1,7 +1,7 @@
 """Search configuration: YAML (plus ``-c key.path=value`` overrides) into typed, validated values.
 
 Sections: ``workspace``, ``store``, ``task``, ``strategies`` (each a named agent config with a
-``kind``), ``scoring``, ``search``, ``output``. Every error names the file, the key path and what
+``kind``), ``scoring``, ``search``, ``sandbox``, ``output``. Every error names the file, the key path and what
 is allowed. Relative paths in ``workspace.path`` are resolved against the config file's folder.
 """
 
@@ -61,7 +61,23 @@ class SearchConfig(_Model):
     agent_timeout: float = Field(600.0, gt=0)
     """Default wall seconds per agent run (a strategy's ``timeout`` overrides it)."""
     stop_on_perfect: bool = True
+    max_consecutive_errors: int | None = Field(3, ge=1)
+    """Stop the search after this many expansions in a row failed with the same agent error and
+    left no new state (e.g. a model server that is down); ``null``: never."""
     budget: BudgetConfig = BudgetConfig()
+
+
+class SandboxConfig(_Model):
+    """How agent commands (the ``run`` tool, ``command`` agents) are confined."""
+
+    isolation: Literal["auto", "namespace", "none"] = "auto"
+    """``auto``: the workspace is the only writable path where the system allows it (else
+    unconfined, said in summary.json); ``namespace``: required (the run refuses to start
+    without it); ``none``: commands may write anywhere the user can."""
+    network: bool = False
+    """Allow isolated commands to use the network."""
+    writable: tuple[str, ...] = ()
+    """Further folders isolated commands may write (e.g. a tool's cache)."""
 
 
 class OutputConfig(_Model):
@@ -88,6 +104,7 @@ class Config(_Model):
     strategies: dict[str, dict[str, Any]]
     scoring: ScoringConfig = ScoringConfig()
     search: SearchConfig = SearchConfig()
+    sandbox: SandboxConfig = SandboxConfig()
     output: OutputConfig = OutputConfig()
 
     @field_validator("strategies")

@@ -40,6 +40,7 @@ from typing import TypeAlias
 
 from treesearch import lifecycle
 from treesearch.errors import PathEscapeError, SandboxError, ToolError
+from treesearch.isolation import Isolation
 from treesearch.types import ProcessResult
 
 __all__ = [
@@ -171,6 +172,7 @@ def run(
     output_limit: int = 64 * 1024,
     kill_grace: float = 2.0,
     extra_env: Mapping[str, str] | None = None,
+    isolation: Isolation | None = None,
 ) -> ProcessResult:
     """Run ``cmd`` in ``cwd`` in a new session and return its result; never leaves processes behind.
 
@@ -189,6 +191,8 @@ def run(
             whatever the command prints.
         kill_grace: seconds between SIGTERM and SIGKILL on timeout.
         extra_env: variables set on top of ``env`` (or of the inherited environment).
+        isolation: confine the command (``treesearch.isolation``): ``cwd`` is then the only
+            writable folder (with a private ``/tmp``), and the network is off unless allowed.
 
     Group members still running when the main process exits normally are killed with SIGKILL.
     If this process is killed, the group dies with it: a parent-death signal ends the main
@@ -217,6 +221,8 @@ def run(
     if not os.path.isdir(cwd_str):
         raise SandboxError(f"cannot run {argv[0]!r}: working folder {cwd_str!r} does not exist")
     stdin_data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+    if isolation is not None and isolation.active:
+        argv = isolation.wrap(argv, cwd_str, _child_env(env, extra_env))
 
     # Computed before the fork, so that the child only calls prctl and setrlimit.
     preexec: Callable[[], None] = functools.partial(

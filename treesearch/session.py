@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 from treesearch import sandbox
 from treesearch.errors import SandboxError, SessionError, StoreError, ToolError
+from treesearch.isolation import Isolation
 from treesearch.types import CommitId, TreeHash
 
 __all__ = [
@@ -248,6 +249,8 @@ class ToolEnv:
     """Resource limits for processes started by the tool."""
     output_limit: int = 64 * 1024
     """Bytes of stdout/stderr kept per process (cut in the middle)."""
+    isolation: Isolation | None = None
+    """How commands started by the tool are confined (``None``: not at all)."""
 
 
 @dataclass(frozen=True)
@@ -326,6 +329,7 @@ def _tool_run(env: ToolEnv, args: Mapping[str, Any]) -> ToolOutcome:
         limits=env.limits,
         stdin=stdin,
         output_limit=env.output_limit,
+        isolation=env.isolation,
     )
     if result.exit_code is None:
         head, error = "the command could not be started", "not started"
@@ -436,6 +440,9 @@ class TransactionalSession:
         self.limits = limits
         """Resource limits for processes started by tools."""
         self.output_limit = output_limit
+        self.isolation: Isolation | None = None
+        """How commands of the ``run`` tool (and command agents) are confined; set by the
+        search controller from ``sandbox.isolation`` (``None``: not at all)."""
         self.parent = parent
         """For a fork: ``{"session_id", "path", "step"}`` of the session it came from."""
         self.messages: list[dict[str, Any]] = []
@@ -703,7 +710,11 @@ class TransactionalSession:
             table = dict(BUILTIN_TOOLS)
             table.update(tools or {})
             env = ToolEnv(
-                self.workspace, self._cap_timeout(timeout), self.limits, self.output_limit
+                self.workspace,
+                self._cap_timeout(timeout),
+                self.limits,
+                self.output_limit,
+                self.isolation,
             )
             started, t0 = time.time(), time.monotonic()
             before = _capture(self.store, self._meta(index, "before"), f"step {index}")
@@ -1041,6 +1052,39 @@ class TransactionalSession:
                 fh.flush()
         except OSError as exc:
             raise SessionError(f"cannot append to session file {self.path}: {exc}") from exc
+
+    # --- a copy of the session in a child process ---------------------------------------------------
+
+    def write_records_to(self, path: str | os.PathLike[str]) -> None:
+        """In a forked child process: write this session's new records (steps, messages) to
+        ``path`` instead of the session file; the parent takes them with ``take_records``."""
+        self.path = Path(path)
+        self._rewrite_needed = False
+        self._valid_lines = []
+
+    def take_records(self, path: str | os.PathLike[str]) -> int:
+        """Apply the records a forked child wrote to ``path`` (``write_records_to``) and append
+        them to the session file, so the child's steps are this session's steps. A last line
+        cut short (the child was killed while writing it) is ignored. Returns the count taken."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise SessionError(f"cannot read the child's session records {path}: {exc}") from exc
+        taken = 0
+        with self._lock:
+            for line in text.splitlines(keepends=True):
+                if not line.endswith("\n"):
+                    break
+                try:
+                    record = json.loads(line)
+                except ValueError as exc:
+                    raise SessionError(f"a damaged record from the child process: {exc}") from exc
+                self._replay(record)
+                self._append(record)
+                taken += 1
+        return taken
 
     # --- threads and time -------------------------------------------------------------------------
 

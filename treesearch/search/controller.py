@@ -11,6 +11,7 @@ and resumed makes the same choices as one that was not.
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -82,6 +83,9 @@ class SearchResult:
     stop_reason: str
     interrupted: bool = False
     timings: list[Timing] = field(default_factory=list)
+    stop_detail: str | None = None
+    """One line on why the search stopped, when the reason alone does not say it (e.g. the
+    repeated agent error behind ``max_consecutive_errors``)."""
 
 
 EventSink = Callable[[dict[str, Any]], None]
@@ -102,10 +106,12 @@ def apply_event(g: nx.DiGraph, ev: Mapping[str, Any], usage: Usage) -> None:
     node = None
     if ev.get("node") is not None:
         node = dict(ev["node"])
-    outcome = G.add_result(g, parent, child, strategy=strategy, edge=edge, node=node)
+    failed = edge.get("status") == "failed"
+    outcome = G.add_result(g, parent, child, strategy=strategy, edge=edge, node=node, failed=failed)
     reward = ev.get("reward")
     if reward is not None:
-        path = list(ev["path"]) + ([child] if outcome != "noop" and child not in ev["path"] else [])
+        stays = outcome in ("noop", "error")
+        path = list(ev["path"]) + ([child] if not stays and child not in ev["path"] else [])
         G.backup(g, path, float(reward))
 
 
@@ -127,6 +133,8 @@ class Controller:
         emit: EventSink | None = None,
         transcripts: Path | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
+        max_consecutive_errors: int | None = 3,
+        isolation: Any = None,
     ) -> None:
         self.store = store
         self.strategies = dict(strategies)
@@ -140,6 +148,13 @@ class Controller:
         self.emit = emit or (lambda ev: None)
         self.transcripts = transcripts
         self.on_progress = on_progress
+        self.max_consecutive_errors = max_consecutive_errors
+        self.isolation = isolation
+        """How agent commands are confined (``treesearch.isolation.Isolation``; ``None``: not)."""
+        self.error_streak: list[str] = []
+        """Reasons of the latest expansions in a row whose agent failed with the same error and
+        left no new state (counted by this process only: a resumed search, e.g. after the server was fixed,
+        starts again at 0)."""
         self.graph: nx.DiGraph | None = None
         self.usage = Usage()
         self.feedback: dict[str, str] = {}
@@ -190,6 +205,9 @@ class Controller:
         reason = exhausted(self.budget, self.usage)
         if reason:
             return reason
+        n = self.max_consecutive_errors
+        if n is not None and len(self.error_streak) >= n:
+            return "max_consecutive_errors"
         if self.stop_on_perfect:
             best = G.best_node(g)
             if (g.nodes[best].get("score") or 0.0) >= 1.0:
@@ -233,8 +251,21 @@ class Controller:
             reason = "interrupted"
         best = G.best_node(g)
         self.store.restore(best)
+        detail = None
+        if reason == "max_consecutive_errors":
+            detail = (
+                f"the agent failed {len(self.error_streak)} times in a row with the same error: "
+                f"{self.error_streak[-1]}"
+            )
         return SearchResult(
-            g, best, g.nodes[best].get("score"), self.usage, reason, interrupted, self.timings
+            g,
+            best,
+            g.nodes[best].get("score"),
+            self.usage,
+            reason,
+            interrupted,
+            self.timings,
+            detail,
         )
 
     def expand(self, choice: Choice, k: int) -> dict[str, Any]:
@@ -259,6 +290,7 @@ class Controller:
             timeout=strategy.timeout,
             messages=[{"role": "user", "content": self.task}] if self.task else (),
         )
+        session.isolation = self.isolation
         ctx = AgentContext(
             session=session,
             task=self.task,
@@ -312,7 +344,8 @@ class Controller:
         node: dict[str, Any] | None = None
         feedback = None
         if G.is_ancestor(g, child, parent):
-            outcome = "noop"
+            # An agent that failed and left nothing new is an error, never a silent no-op.
+            outcome = "error" if result.status is AgentStatus.FAILED else "noop"
             reward = g.nodes[parent].get("score")
         elif child in g:
             outcome = "transposition"
@@ -364,6 +397,7 @@ class Controller:
         }
         self.emit(ev)
         apply_event(g, ev, self.usage)
+        self._note_error(ev)
         if feedback is not None:
             self.feedback[child] = feedback
         timing.bookkeeping += time.perf_counter() - t
@@ -374,6 +408,8 @@ class Controller:
                 {
                     "k": k,
                     "outcome": outcome,
+                    "status": result.status.value,
+                    "reason": result.reason,
                     "strategy": strategy.name,
                     "score": reward,
                     "best_score": g.nodes[best].get("score"),
@@ -384,6 +420,18 @@ class Controller:
         return ev
 
     # ---------------------------------------------------------------- helpers
+
+    def _note_error(self, ev: Mapping[str, Any]) -> None:
+        """Track the run of consecutive identical agent errors (``max_consecutive_errors``): runs
+        that failed and left no new state (a failed run that kept useful steps made progress)."""
+        edge = ev.get("edge") or {}
+        if ev.get("outcome") != "error":
+            self.error_streak = []
+            return
+        reason = one_line(edge.get("reason"))
+        if self.error_streak and error_key(self.error_streak[-1]) != error_key(reason):
+            self.error_streak = []
+        self.error_streak.append(reason)
 
     def _g(self) -> nx.DiGraph:
         if self.graph is None:
@@ -418,6 +466,15 @@ class Controller:
                     "summary": g.nodes[child].get("tests", {}).get("summary", ""),
                 }
             )
+        for err in g.nodes[node].get("errors", []):
+            out.append(
+                {
+                    "strategy": err["strategy"],
+                    "outcome": "error",
+                    "score": g.nodes[node].get("score"),
+                    "summary": err.get("reason") or "",
+                }
+            )
         for noop in g.nodes[node]["noops"]:
             out.append(
                 {
@@ -447,6 +504,21 @@ class Controller:
             return str(result.feedback())
 
         return run_tests
+
+
+def one_line(reason: Any) -> str:
+    """An agent's failure reason as one line (``"unknown error"`` when it gave none)."""
+    text = " ".join(str(reason or "").split())
+    return (text[:297] + "...") if len(text) > 300 else (text or "unknown error")
+
+
+_NUMBER = re.compile(r"\d+(\.\d+)?")
+
+
+def error_key(reason: str) -> str:
+    """What makes two agent errors "the same": their text with numbers (durations, ports,
+    counts) blanked."""
+    return _NUMBER.sub("#", reason)
 
 
 def _summary(result: Any) -> dict[str, Any]:

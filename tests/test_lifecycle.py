@@ -254,3 +254,19 @@ def test_temp_root_refuses_a_folder_of_another_kind(tmpdir_env: Path) -> None:
     (tmpdir_env / f"treesearch-{os.getuid()}").symlink_to(tmpdir_env)
     with pytest.raises(PermissionError, match="not a folder owned by this user"):
         lifecycle.temp_root(tmpdir_env)
+
+
+def test_sigkill_before_the_parent_recorded_the_group_still_kills_the_grandchild(
+    tmp_path: Path, tmpdir_env: Path, spare: Spare
+) -> None:
+    """Regression: the parent records a group only after the child has started, so a SIGKILL in
+    between (seen under load) left the test's grandchild running. The child announces itself to
+    the watchdog before exec; here the registry file is removed to stand for that window."""
+    parent, child, grandchild = _start_search_like(tmp_path, tmpdir_env, spare)
+    records = list((tmpdir_env / f"treesearch-{os.getuid()}" / "procs").glob("*.json"))
+    assert records, "the search should have recorded its group"
+    for record in records:
+        record.unlink()
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    assert _eventually(lambda: not _alive(grandchild)), "the test's grandchild outlived the search"

@@ -233,14 +233,25 @@ _WATCHDOG = """
 import json, os, signal, sys
 for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
     signal.signal(s, signal.SIG_IGN)
-while os.read(0, 4096):
-    pass
+announced = b""
+while True:
+    chunk = os.read(0, 4096)
+    if not chunk:
+        break
+    announced += chunk
+groups = []
+for line in announced.splitlines():  # "pgid start" lines the sandbox's children wrote at birth
+    try:
+        pgid, start = line.split()
+        groups.append((int(pgid), int(start)))
+    except ValueError:
+        pass
 try:
     with open(sys.argv[1]) as f:
-        groups = json.load(f)["groups"]
+        groups += [tuple(g) for g in json.load(f)["groups"]]
 except (OSError, ValueError, KeyError):
-    sys.exit(0)
-for pgid, start in groups:
+    pass
+for pgid, start in sorted(set(groups)):
     try:
         with open(f"/proc/{pgid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
@@ -339,6 +350,31 @@ def prepare_tracking() -> None:
     """
     with _REGISTRY.lock:
         _REGISTRY._setup()
+
+
+def announce_fd() -> int | None:
+    """A duplicate of the write end of the watchdog's pipe (after ``prepare_tracking``), for
+    ``announce_self`` in a child; the caller closes it once the child has started.
+
+    A duplicate, because subprocess runs the at-fork hooks when it has a ``preexec_fn``, and the
+    registry's hook closes its own descriptor in every forked child.
+    """
+    with _REGISTRY.lock:
+        return None if _REGISTRY.watch_fd is None else os.dup(_REGISTRY.watch_fd)
+
+
+def announce_self(fd: int | None) -> None:
+    """In a freshly forked group leader, before exec: tell the watchdog "pgid start".
+
+    ``track_group`` runs in the parent only after the child has started, so a SIGKILL of the
+    parent in between would leave the group unknown to the watchdog; this closes that window.
+    The line is shorter than PIPE_BUF, so the write is atomic.
+    """
+    if fd is None:
+        return
+    pid = os.getpid()
+    with contextlib.suppress(OSError):
+        os.write(fd, f"{pid} {start_time(pid) or 0}\n".encode("ascii"))
 
 
 def track_group(pgid: int) -> None:

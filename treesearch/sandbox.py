@@ -225,13 +225,14 @@ def run(
         argv = isolation.wrap(argv, cwd_str, _child_env(env, extra_env))
 
     # Computed before the fork, so that the child only calls prctl and setrlimit.
-    preexec: Callable[[], None] = functools.partial(
-        _child_setup, os.getpid(), limits._rlimits() if limits is not None else []
-    )
     try:  # the registry of live groups, so that a killed search takes its groups along
         lifecycle.prepare_tracking()
     except OSError as exc:
         raise SandboxError(f"cannot run {argv[0]!r}: {exc}") from exc
+    announce = lifecycle.announce_fd()
+    preexec: Callable[[], None] = functools.partial(
+        _child_setup, os.getpid(), limits._rlimits() if limits is not None else [], announce
+    )
 
     started = time.monotonic()
     try:
@@ -258,6 +259,9 @@ def run(
             stdout="",
             stderr=f"cannot start {argv[0]!r}: {exc.strerror or exc}\n",
         )
+    finally:
+        if announce is not None:
+            os.close(announce)
     try:
         lifecycle.track_group(proc.pid)
     except OSError as exc:
@@ -270,8 +274,9 @@ def run(
         lifecycle.untrack_group(proc.pid)
 
 
-def _child_setup(parent: int, rlimits: list[tuple[int, int, int]]) -> None:
+def _child_setup(parent: int, rlimits: list[tuple[int, int, int]], announce: int | None) -> None:
     lifecycle.die_with_parent(parent)
+    lifecycle.announce_self(announce)
     _apply_rlimits(rlimits)
 
 

@@ -521,25 +521,35 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
         print(f"interrupted: continue with `treesearch resume {out.run_dir}`")
 
 
+def _config_error(exc: Exception) -> int:
+    """A bad config file or ``-c`` override is a usage error: one line, exit 2."""
+    print(f"treesearch: error: {exc}", file=sys.stderr)
+    return 2
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from treesearch.app import run_from_config
     from treesearch.config import load_config
+    from treesearch.errors import ConfigError
 
-    loaded = load_config(args.config, args.override)
     _sigterm_as_interrupt()
     progress = _Progress()
 
     def started(run: Any, workspace: Path) -> None:
         print(f"run {run.path.name}: searching {workspace}", file=sys.stderr)
 
-    out = run_from_config(
-        loaded,
-        runs_dir=Path(args.runs_dir) if args.runs_dir else None,
-        on_progress=None if args.quiet else progress,
-        on_start=started,
-    )
+    try:
+        loaded = load_config(args.config, args.override)
+        out = run_from_config(
+            loaded,
+            runs_dir=Path(args.runs_dir) if args.runs_dir else None,
+            on_progress=None if args.quiet else progress,
+            on_start=started,
+        )
+    except ConfigError as exc:
+        return _config_error(exc)
     progress.done()
     if args.json:
         _emit_json(out.summary)
@@ -552,15 +562,29 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from treesearch.app import resume
+    from treesearch.errors import ConfigError
 
     _sigterm_as_interrupt()
     progress = _Progress()
-    out = resume(Path(args.run_dir), args.override, on_progress=None if args.quiet else progress)
+
+    def note(text: str) -> None:
+        progress.done()
+        print(f"treesearch: {text}", file=sys.stderr)
+
+    try:
+        out = resume(
+            Path(args.run_dir),
+            args.override,
+            on_progress=None if args.quiet else progress,
+            on_note=note,
+        )
+    except ConfigError as exc:
+        return _config_error(exc)
     progress.done()
     if args.json:
         _emit_json(out.summary)
     else:
-        _print_outcome(out, show_patch=False)
+        _print_outcome(out, show_patch=not args.no_patch)
     return 130 if out.interrupted else 0
 
 
@@ -595,7 +619,19 @@ def _cmd_export(args: argparse.Namespace) -> int:
     _run, g, _ = load_run_graph(Path(args.run_dir))
     text = render.export(g, args.format)
     if args.output:
-        Path(args.output).write_text(text)
+        target = Path(args.output)
+        if not target.parent.is_dir():
+            print(
+                f"treesearch: error: --output {target}: the folder {target.parent} does not "
+                "exist: create it first or write elsewhere",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            target.write_text(text)
+        except OSError as exc:
+            print(f"treesearch: error: --output {target}: {exc.strerror}", file=sys.stderr)
+            return 1
     else:
         sys.stdout.write(text)
     return 0
@@ -654,8 +690,9 @@ def _add_search(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="change the config first, e.g. -c search.budget.expansions=80",
     )
-    p.add_argument("--quiet", "-q", action="store_true")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    p.add_argument("--no-patch", action="store_true", help="do not print the winning patch")
+    p.add_argument("--json", action="store_true", help="print summary.json at the end")
     p.set_defaults(handler=_cmd_resume)
 
     p = sub.add_parser("show", help="print a run's search tree")

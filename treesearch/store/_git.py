@@ -226,3 +226,22 @@ class _Buffer:
     def write(self, data: bytes) -> int:
         self.parts.append(data)
         return len(data)
+
+
+FIXED_DATE_EPOCH = 946684800
+"""2000-01-01T00:00:00Z: the first date of a fixed-date snapshot in an empty store."""
+
+
+def fixed_commit_date(previous: float | None) -> int:
+    """The date of a snapshot taken with fixed dates: one second after the previous snapshot
+    (never before ``FIXED_DATE_EPOCH``), so the same operations on the same store state give the
+    same commit ids, while snapshots stay ordered by date."""
+    if previous is None:
+        return FIXED_DATE_EPOCH
+    return max(int(previous) + 1, FIXED_DATE_EPOCH)
+
+
+def date_env(date: int) -> dict[str, str]:
+    """Author and committer date of a commit, as git's environment variables."""
+    stamp = f"@{date} +0000"
+    return {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}

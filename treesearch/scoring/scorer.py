@@ -152,7 +152,11 @@ class Scorer:
             run = self.cache.get(tree, fingerprint)
         cached = run is not None
         if run is None:
-            used = replace(spec, timeout=max(time_limit, 0.01)) if limited else spec
+            used = (
+                replace(spec, timeout=max(time_limit, 0.01))
+                if time_limit is not None and limited
+                else spec
+            )
             run = run_tests(used, workspace)
             self.test_runs += 1
             if parent is not None and spec.reruns:

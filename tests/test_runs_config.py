@@ -242,6 +242,12 @@ def _bad_cases(tmp_path: Path, proj: Path) -> dict[str, tuple[dict[str, Any], li
             ["search.budget=5"],
             r"-c search\.budget=5: search\.budget: must be a mapping, got 5 \(keys: expansions",
         ),
+        "override-exponent-test-timeout": (
+            base,
+            ["scoring.search_tests.timeout=1e300"],
+            r"^treesearch: error: -c scoring\.search_tests\.timeout=1e300: "
+            r"scoring\.search_tests\.timeout: must be a positive number of seconds up to",
+        ),
         "override-huge-agent-timeout": (
             base,
             ["strategies.fix-add.timeout=1.0e+300"],
@@ -258,6 +264,7 @@ CASES = [
     "infinite-wall-seconds",
     "override-blamed",
     "override-replaces-a-section",
+    "override-exponent-test-timeout",
     "override-huge-agent-timeout",
 ]
 
@@ -364,8 +371,8 @@ def test_wall_seconds_budget_stops_a_slow_agent_near_the_budget(tmp_path: Path) 
     took = time.monotonic() - started
     assert out.stop_reason == "wall_seconds"
     # A correctness bound, not a speed test: far below the 60 s the agent wanted.
-    assert took < 4 + 25, took
-    assert 4 <= out.usage.wall_seconds < 4 + 10
+    assert took < 4 + 40, took
+    assert 4 <= out.usage.wall_seconds < 4 + 30
     summary = json.loads((out.run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "wall_seconds"
     # The expansion cut by the budget is not recorded: a resume with more time does it again.

@@ -8,6 +8,7 @@ is allowed. Relative paths in ``workspace.path`` are resolved against the config
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +26,22 @@ MAX_TOKENS = 10**15
 DEFAULT_EXCLUDES = ("__pycache__/", ".pytest_cache/", "*.pyc", ".coverage", ".coverage.*")
 STRATEGY_KEYS = ("max_steps", "timeout", "samples", "description")
 """Strategy-level keys the controller uses; the rest of a strategy's mapping configures its agent."""
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML as PyYAML reads it, plus numbers like ``1e300`` (YAML 1.1 wants ``1.0e+300``): a
+    user who writes an exponent means a number, not a string."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def _load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
 
 class _Model(BaseModel):
@@ -137,7 +154,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if any(not p for p in parts):
         raise ConfigError(f"override {text!r} has an empty key part")
     try:
-        parsed = yaml.safe_load(value) if value.strip() else ""
+        parsed = _load_yaml(value) if value.strip() else ""
     except yaml.YAMLError:
         parsed = value
     return parts, parsed
@@ -187,7 +204,7 @@ def load_config(
     except OSError as exc:
         raise ConfigError(f"cannot read config {p}: {exc.strerror}") from exc
     try:
-        raw = yaml.safe_load(text)
+        raw = _load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: {_yaml_problem(exc)}") from None
     if not isinstance(raw, dict):

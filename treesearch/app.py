@@ -87,7 +87,9 @@ def run_from_config(
     cfg = loaded.config
     original = check_workspace(loaded)
     root_runs = Path(os.path.abspath(runs_dir or Path(cfg.output.runs_dir)))
-    check_runs_dir(loaded, root_runs, cfg.output.run_id)
+    check_runs_dir(
+        loaded, root_runs, cfg.output.run_id, flag=None if runs_dir is None else "--runs-dir"
+    )
     home = store_home(loaded, default_home())
     workspace = original
     if cfg.workspace.copy_:

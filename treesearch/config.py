@@ -297,7 +297,7 @@ def _format(exc: ValidationError, blame: Any) -> str:
             if allowed:
                 msg += f" (allowed: {', '.join(allowed)})"
         elif err["type"] == "literal_error":
-            msg = f"{msg}"
+            msg = f"must be {msg.removeprefix('Input should be ')}, got {got}"
         elif err["type"] == "missing":
             msg = "missing (required)"
         msgs.append(f"{blame(err['loc'])}: {loc}: {msg}")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from treesearch import __version__
-from treesearch.errors import TreesearchError
+from treesearch.errors import ConfigError, TreesearchError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -62,7 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except TreesearchError as exc:
         print(f"treesearch: error: {exc}", file=sys.stderr)
-        return 1
+        # A bad config file or -c override of a search is a usage error.
+        return 2 if isinstance(exc, ConfigError) and getattr(args, "config_usage", False) else 1
     except KeyboardInterrupt:
         print("treesearch: interrupted", file=sys.stderr)
         return 130
@@ -521,35 +522,25 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
         print(f"interrupted: continue with `treesearch resume {out.run_dir}`")
 
 
-def _config_error(exc: Exception) -> int:
-    """A bad config file or ``-c`` override is a usage error: one line, exit 2."""
-    print(f"treesearch: error: {exc}", file=sys.stderr)
-    return 2
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from treesearch.app import run_from_config
     from treesearch.config import load_config
-    from treesearch.errors import ConfigError
 
+    loaded = load_config(args.config, args.override)
     _sigterm_as_interrupt()
     progress = _Progress()
 
     def started(run: Any, workspace: Path) -> None:
         print(f"run {run.path.name}: searching {workspace}", file=sys.stderr)
 
-    try:
-        loaded = load_config(args.config, args.override)
-        out = run_from_config(
-            loaded,
-            runs_dir=Path(args.runs_dir) if args.runs_dir else None,
-            on_progress=None if args.quiet else progress,
-            on_start=started,
-        )
-    except ConfigError as exc:
-        return _config_error(exc)
+    out = run_from_config(
+        loaded,
+        runs_dir=Path(args.runs_dir) if args.runs_dir else None,
+        on_progress=None if args.quiet else progress,
+        on_start=started,
+    )
     progress.done()
     if args.json:
         _emit_json(out.summary)
@@ -562,24 +553,15 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from treesearch.app import resume
-    from treesearch.errors import ConfigError
 
     _sigterm_as_interrupt()
     progress = _Progress()
 
-    def note(text: str) -> None:
-        progress.done()
+    def note(text: str) -> None:  # why the search has nothing (left) to do
         print(f"treesearch: {text}", file=sys.stderr)
 
-    try:
-        out = resume(
-            Path(args.run_dir),
-            args.override,
-            on_progress=None if args.quiet else progress,
-            on_note=note,
-        )
-    except ConfigError as exc:
-        return _config_error(exc)
+    quiet = args.quiet
+    out = resume(Path(args.run_dir), args.override, None if quiet else progress, on_note=note)
     progress.done()
     if args.json:
         _emit_json(out.summary)
@@ -620,18 +602,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
     text = render.export(g, args.format)
     if args.output:
         target = Path(args.output)
-        if not target.parent.is_dir():
-            print(
-                f"treesearch: error: --output {target}: the folder {target.parent} does not "
-                "exist: create it first or write elsewhere",
-                file=sys.stderr,
-            )
-            return 2
         try:
             target.write_text(text)
         except OSError as exc:
-            print(f"treesearch: error: --output {target}: {exc.strerror}", file=sys.stderr)
-            return 1
+            hint = "" if target.parent.is_dir() else f": create the folder {target.parent} first"
+            print(f"treesearch: error: --output {target}: {exc.strerror}{hint}", file=sys.stderr)
+            return 2
     else:
         sys.stdout.write(text)
     return 0
@@ -678,7 +654,7 @@ def _add_search(sub: Any) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     p.add_argument("--no-patch", action="store_true", help="do not print the winning patch")
     p.add_argument("--json", action="store_true", help="print summary.json at the end")
-    p.set_defaults(handler=_cmd_run)
+    p.set_defaults(handler=_cmd_run, config_usage=True)
 
     p = sub.add_parser("resume", help="continue an interrupted (or finished) search")
     p.add_argument("run_dir")
@@ -693,7 +669,7 @@ def _add_search(sub: Any) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     p.add_argument("--no-patch", action="store_true", help="do not print the winning patch")
     p.add_argument("--json", action="store_true", help="print summary.json at the end")
-    p.set_defaults(handler=_cmd_resume)
+    p.set_defaults(handler=_cmd_resume, config_usage=True)
 
     p = sub.add_parser("show", help="print a run's search tree")
     p.add_argument("run_dir")

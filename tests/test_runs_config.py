@@ -145,7 +145,8 @@ def test_snapshot_dates_are_fixed_only_when_asked(tmp_path: Path) -> None:
         first = store.capture(meta={"purpose": "x"})
         (ws / "f.txt").write_text("two\n")
         second = store.capture()
-        assert second.created_at == first.created_at + 1
+        assert second.created_at == first.created_at + 0.001
+        assert first.created_iso.startswith("2000-01-01")
         commits.append((first.commit, second.commit))
     assert commits[0] == commits[1]
     # A user's own captures keep the clock's date.
@@ -153,6 +154,10 @@ def test_snapshot_dates_are_fixed_only_when_asked(tmp_path: Path) -> None:
     (ws / "f.txt").write_text("three\n")
     snap = ShadowStore.open(ws, home=tmp_path / "home0").capture(label="mine")
     assert abs(snap.created_at - time.time()) < 3600
+    # In a store with dated snapshots, fixed dates follow the last one closely.
+    (ws / "f.txt").write_text("four\n")
+    after = ShadowStore.open(ws, home=tmp_path / "home0", fixed_dates=True).capture()
+    assert after.created_at == round(snap.created_at + 0.001, 3)
 
 
 # ------------------------------------------------------------------ #12 item 13: config.yaml

@@ -232,13 +232,14 @@ FIXED_DATE_EPOCH = 946684800
 """2000-01-01T00:00:00Z: the first date of a fixed-date snapshot in an empty store."""
 
 
-def fixed_commit_date(previous: float | None) -> int:
-    """The date of a snapshot taken with fixed dates: one second after the previous snapshot
+def fixed_commit_date(previous: float | None) -> float:
+    """The date of a snapshot taken with fixed dates: a millisecond after the previous snapshot
     (never before ``FIXED_DATE_EPOCH``), so the same operations on the same store state give the
-    same commit ids, while snapshots stay ordered by date."""
+    same commit ids, snapshots stay ordered by date, and in a store with dated snapshots the
+    dates stay close to the clock's (a thousand snapshots move them by one second)."""
     if previous is None:
-        return FIXED_DATE_EPOCH
-    return max(int(previous) + 1, FIXED_DATE_EPOCH)
+        return float(FIXED_DATE_EPOCH)
+    return max(round(previous + 0.001, 3), float(FIXED_DATE_EPOCH))
 
 
 def date_env(date: int) -> dict[str, str]:

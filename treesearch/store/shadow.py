@@ -300,7 +300,7 @@ class ShadowStore:
         self.recovered: str | None = None
         """What ``recover()`` did on open, if an interrupted restore was found (else ``None``)."""
         self.fixed_dates = False
-        """Date new snapshots one second after the previous one instead of by the clock, so the
+        """Date new snapshots a millisecond after the previous one, not by the clock, so the
         same operations give the same commit ids (a search sets it: see ``fixed_commit_date``)."""
 
     # ------------------------------------------------------------------ opening

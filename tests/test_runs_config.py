@@ -384,6 +384,11 @@ def test_wall_seconds_budget_stops_a_slow_agent_near_the_budget(tmp_path: Path) 
     assert out.usage.expansions == 0
     resumed = resume(out.run_dir, ["search.budget.wall_seconds=6"])
     assert resumed.stop_reason == "wall_seconds" and resumed.usage.wall_seconds >= 6
+    # The time of the dropped expansions counts across resumes: 6 s are spent already.
+    notes: list[str] = []
+    again = resume(out.run_dir, ["search.budget.wall_seconds=5.5"], on_note=notes.append)
+    assert again.usage.expansions == 0 and again.stop_reason == "wall_seconds"
+    assert notes and "search.budget.wall_seconds 5.5 s spent" in notes[0], notes
 
 
 def test_wall_seconds_budget_counts_the_root_test_run(tmp_path: Path) -> None:

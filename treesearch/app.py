@@ -144,7 +144,10 @@ def resume(
     if overrides:  # only a config that validates replaces the recorded one
         run.write_text("config.yaml", _yaml(raw))
     log = run.events()
-    events = [e for e in log.events if e["event"] in ("root", "expansion")]
+    # A process's end (finished, interrupted) records its elapsed time too: the wall-clock
+    # budget then counts the time of an expansion it dropped or cut short.
+    kinds = ("root", "expansion", "finished", "interrupted")
+    events = [e for e in log.events if e["event"] in kinds]
     return _search(loaded, run, events, on_progress, on_note=on_note)
 
 
@@ -306,6 +309,7 @@ def _finish(
             "score": result.best_score,
             "reason": result.stop_reason,
             "time": time.time(),
+            "elapsed": round(result.usage.wall_seconds, 3),
         }
     )
     run.close()

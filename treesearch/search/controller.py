@@ -211,6 +211,9 @@ class Controller:
                 apply_event(self.graph, ev, self.usage)
                 if ev.get("feedback") is not None:
                     self.feedback[ev["child"]] = ev["feedback"]
+            elif kind in ("finished", "interrupted"):  # the end of an earlier process
+                spent = float(ev.get("elapsed", 0.0))
+                self.usage.wall_seconds = max(self.usage.wall_seconds, spent)
 
     # ---------------------------------------------------------------- the loop
 

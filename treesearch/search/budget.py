@@ -17,7 +17,8 @@ class Budget:
     wall_seconds: float | None = None
     """Wall-clock seconds of the search from its start (the root's test run included): the
     agents' and test runs' timeouts are clipped to what is left. Across resumes, each process
-    adds its own elapsed time to what the earlier ones recorded in their last event."""
+    adds its own elapsed time to what the earlier ones recorded (every event and each process's
+    end carry it; after a crash the time since the last event is not counted)."""
     tokens: int | None = None
     """Model tokens (input + output) reported by agents."""
     max_depth: int | None = None

@@ -404,3 +404,16 @@ def test_wall_seconds_budget_counts_the_root_test_run(tmp_path: Path) -> None:
     assert r.returncode == 1 and "ran out while the root was being tested" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 2  # "run ...: searching" and the error
     assert took < 3 + 30, took
+
+
+def test_run_id_taken_is_refused_before_the_workspace_is_copied(tmp_path: Path) -> None:
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj)
+    cfg["workspace"]["copy"] = True
+    cfg["output"]["run_id"] = "taken"
+    (tmp_path / "runs" / "taken").mkdir(parents=True)
+    path = write_yaml(tmp_path / "cfg.yaml", cfg)
+    r = cli("run", str(path), "-c", f"store.home={tmp_path / 'home'}")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "cfg.yaml: output.run_id:" in r.stderr and "already exists" in r.stderr
+    assert not (tmp_path / "home").exists()  # nothing was copied or opened

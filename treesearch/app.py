@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,9 +32,10 @@ from treesearch.isolation import NO_ISOLATION, Isolation
 from treesearch.isolation import resolve as resolve_isolation
 from treesearch.runs import RunDir, new_run_id
 from treesearch.runs.cleanup import claim_copy, copy_note, make_workspace_copy
+from treesearch.runs.resolved import check_runs_dir, check_workspace, resolved_config, store_home
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.search import graph as G
-from treesearch.search.budget import Budget, Usage
+from treesearch.search.budget import Budget, Usage, explain_stop
 from treesearch.search.controller import Controller, SearchResult, Strategy, one_line
 from treesearch.search.policies import make_policy
 from treesearch.store import ShadowStore, default_home
@@ -64,6 +67,7 @@ class SearchOutcome:
 
 
 ProgressFn = Callable[[dict[str, Any]], None]
+NoteFn = Callable[[str], None]
 
 
 def run_from_config(
@@ -75,34 +79,41 @@ def run_from_config(
     on_progress: ProgressFn | None = None,
     on_start: Callable[[RunDir, Path], None] | None = None,
 ) -> SearchOutcome:
-    """Start a new search. ``config`` is a mapping (as YAML gives) or a loaded config."""
+    """Start a new search. ``config`` is a mapping (as YAML gives) or a loaded config.
+
+    Everything that can be checked is checked before the run directory is created: a refused
+    config leaves no run folder behind."""
     if isinstance(config, LoadedConfig):
         loaded = config
     else:
         loaded = validate(config, source=source, base_dir=(base_dir or Path.cwd()).resolve())
     cfg = loaded.config
     _isolation(loaded)  # refuse an isolation that cannot work here before any run folder
-    original = loaded.workspace_path()
-    if not original.is_dir():
-        raise RunError(f"{loaded.source}: workspace.path: {original} is not a folder")
-    workspace = original
-    resolved = json.loads(json.dumps(loaded.raw, default=str))
-    if cfg.store.home is not None:
-        home = Path(cfg.store.home).expanduser()
-        resolved.setdefault("store", {})["home"] = str(
-            home if home.is_absolute() else (loaded.base_dir / home).resolve()
-        )
+    original = check_workspace(loaded)
+    root_runs = Path(os.path.abspath(runs_dir or Path(cfg.output.runs_dir)))
+    check_runs_dir(
+        loaded, root_runs, cfg.output.run_id, flag=None if runs_dir is None else "--runs-dir"
+    )
+    home = store_home(loaded, default_home())
     run_id = cfg.output.run_id or new_run_id(cfg.output.instance_id)
-    root_runs = runs_dir or Path(cfg.output.runs_dir)
+    workspace = original
     if cfg.workspace.copy_:  # under <store home>/copies, with a marker `treesearch clean` reads
-        store_home = Path(resolved.get("store", {}).get("home") or default_home())
-        workspace = make_workspace_copy(
-            original, store_home, run_id=run_id, run_dir=root_runs.resolve() / run_id
-        )
-    resolved["workspace"] = {"path": str(workspace), "copy": False}
-    if cfg.workspace.copy_:
-        resolved["workspace"]["source"] = str(original)
-    run = RunDir.create(root_runs.resolve(), run_id, resolved)
+        workspace = make_workspace_copy(original, home, run_id=run_id, run_dir=root_runs / run_id)
+    try:
+        store = _open_store(loaded, workspace=workspace, home=home, create=True)
+    except BaseException:
+        if cfg.workspace.copy_:  # nobody will look at a copy whose search never started
+            shutil.rmtree(workspace.parent, ignore_errors=True)
+        raise
+    resolved = resolved_config(
+        loaded,
+        workspace=store.workspace,
+        source=original if cfg.workspace.copy_ else None,
+        home=home,
+        runs_dir=root_runs,
+        run_id=run_id,
+    )
+    run = RunDir.create(root_runs, run_id, resolved)
     run.append(
         {
             "event": "run_started",
@@ -115,41 +126,68 @@ def run_from_config(
     if on_start is not None:
         on_start(run, workspace)
     loaded_resolved = validate(resolved, source=str(run.path / "config.yaml"), base_dir=run.path)
-    return _search(loaded_resolved, run, [], on_progress)
+    return _search(loaded_resolved, run, [], on_progress, store=store)
 
 
 def resume(
-    run_dir: Path, overrides: Sequence[str] = (), on_progress: ProgressFn | None = None
+    run_dir: Path,
+    overrides: Sequence[str] = (),
+    on_progress: ProgressFn | None = None,
+    on_note: NoteFn | None = None,
 ) -> SearchOutcome:
     """Continue a search from its run directory (after a crash, Ctrl-C, or to spend more budget).
 
     The graph is rebuilt from ``events.jsonl``; an expansion that was cut short is done again,
-    so the search reaches the same nodes as one that was never interrupted.
+    so the search reaches the same nodes as one that was never interrupted. The run's store is
+    the one its ``config.yaml`` names (never a new, empty one). When the search has nothing
+    left to do (a budget spent, a perfect score), ``on_note`` is told why at once.
     """
     run = RunDir.open(Path(run_dir))
     raw = run.config()
+    source = str(run.path / "config.yaml")
     if overrides:
         raw = apply_overrides(raw, overrides)
+    loaded = validate(raw, source=source, base_dir=run.path, overrides=overrides)
+    if overrides:  # only a config that validates replaces the recorded one
         run.write_text("config.yaml", _yaml(raw))
-    loaded = validate(raw, source=str(run.path / "config.yaml"), base_dir=run.path)
     log = run.events()
-    events = [e for e in log.events if e["event"] in ("root", "expansion")]
-    return _search(loaded, run, events, on_progress)
+    # A process's end (finished, interrupted) records its elapsed time too: the wall-clock
+    # budget then counts the time of an expansion it dropped or cut short.
+    kinds = ("root", "expansion", "finished", "interrupted")
+    events = [e for e in log.events if e["event"] in kinds]
+    return _search(loaded, run, events, on_progress, on_note=on_note)
 
 
-def _open_store(loaded: LoadedConfig) -> ShadowStore:
+def _open_store(
+    loaded: LoadedConfig,
+    *,
+    workspace: Path | None = None,
+    home: Path | None = None,
+    create: bool = False,
+) -> ShadowStore:
+    """The run's store: ``create`` only for a new run; an existing run's store must exist."""
     cfg = loaded.config
+    if home is None:
+        home = store_home(loaded, default_home())
     return ShadowStore.open(
-        loaded.workspace_path(),
-        home=cfg.store.home,
+        workspace or loaded.workspace_path(),
+        home=home,
         excludes=cfg.store.excludes,
         respect_gitignore=cfg.store.respect_gitignore,
         max_file_bytes=cfg.store.max_file_bytes,
+        create=create,
+        fixed_dates=True,
     )
 
 
 def _search(
-    loaded: LoadedConfig, run: RunDir, events: list[dict[str, Any]], on_progress: ProgressFn | None
+    loaded: LoadedConfig,
+    run: RunDir,
+    events: list[dict[str, Any]],
+    on_progress: ProgressFn | None,
+    *,
+    store: ShadowStore | None = None,
+    on_note: NoteFn | None = None,
 ) -> SearchOutcome:
     cfg = loaded.config
     reaped = lifecycle.reap()  # what killed searches left: their test processes, scratch folders
@@ -158,7 +196,8 @@ def _search(
     if cfg.workspace.source is not None:  # a copy: `treesearch clean` keeps it while we run
         claim_copy(loaded.workspace_path())
     isolation = _isolation(loaded)
-    store = _open_store(loaded)
+    if store is None:
+        store = _open_store(loaded)
     scorer = Scorer.from_config(
         cfg.scoring.model_dump(),
         loaded.source,
@@ -190,21 +229,30 @@ def _search(
         on_progress=on_progress,
         max_consecutive_errors=cfg.search.max_consecutive_errors,
         isolation=isolation,
+        on_timing=lambda rec: run.append_record("timings.jsonl", rec),
     )
     t0 = time.perf_counter()
+    stop: str | None = None
     if events:
         controller.replay(events)
         run.append(
             {"event": "resumed", "time": time.time(), "expansions": controller.usage.expansions}
         )
+        stop = controller.stop_reason()
+        if stop is not None and on_note is not None:
+            on_note(f"nothing to do: {explain_stop(stop, controller.budget, controller.usage)}")
     else:
         controller.start()
+    done = controller.usage.expansions
     try:
         result = controller.run()
     finally:
         run.close()
-    outcome = _finish(loaded, run, store, scorer, result, time.perf_counter() - t0, isolation)
-    return outcome
+    if events and stop is None and on_note is not None and result.usage.expansions == done:
+        on_note(
+            f"nothing to do: {explain_stop(result.stop_reason, controller.budget, result.usage)}"
+        )
+    return _finish(loaded, run, store, scorer, result, time.perf_counter() - t0, isolation)
 
 
 def _isolation(loaded: LoadedConfig) -> Isolation:
@@ -262,6 +310,7 @@ def _finish(
         "stop_reason": result.stop_reason,
         "stop_detail": result.stop_detail,
         "workspace": str(store.workspace),
+        "store": str(store.path),
         "policy": cfg.search.policy,
         "seed": cfg.search.seed,
         "best": {
@@ -294,6 +343,7 @@ def _finish(
             "score": result.best_score,
             "reason": result.stop_reason,
             "time": time.time(),
+            "elapsed": round(result.usage.wall_seconds, 3),
         }
     )
     run.close()
@@ -381,6 +431,7 @@ def checkout(run_dir: Path, ref: str) -> tuple[str, Any, Path]:
     node = resolve_node(g, ref)
     loaded = validate(run.config(), source=str(run.path / "config.yaml"), base_dir=run.path)
     store = _open_store(loaded)
+    store.fixed_dates = False  # the safety snapshot is the user's: dated by the clock
     return node, store.restore(node), store.workspace
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from treesearch import __version__
-from treesearch.errors import TreesearchError
+from treesearch.errors import ConfigError, TreesearchError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -63,7 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except TreesearchError as exc:
         print(f"treesearch: error: {exc}", file=sys.stderr)
-        return 1
+        # A bad config file or -c override of a search is a usage error.
+        return 2 if isinstance(exc, ConfigError) and getattr(args, "config_usage", False) else 1
     except KeyboardInterrupt:
         print("treesearch: interrupted", file=sys.stderr)
         return 130
@@ -578,12 +579,17 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
     _sigterm_as_interrupt()
     progress = _Progress()
-    out = resume(Path(args.run_dir), args.override, on_progress=None if args.quiet else progress)
+
+    def note(text: str) -> None:  # why the search has nothing (left) to do
+        print(f"treesearch: {text}", file=sys.stderr)
+
+    quiet = args.quiet
+    out = resume(Path(args.run_dir), args.override, None if quiet else progress, on_note=note)
     progress.done()
     if args.json:
         _emit_json(out.summary)
     else:
-        _print_outcome(out, show_patch=False)
+        _print_outcome(out, show_patch=not args.no_patch)
     return _search_status(out)
 
 
@@ -618,7 +624,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
     _run, g, _ = load_run_graph(Path(args.run_dir))
     text = render.export(g, args.format)
     if args.output:
-        Path(args.output).write_text(text)
+        target = Path(args.output)
+        try:
+            target.write_text(text)
+        except OSError as exc:
+            hint = "" if target.parent.is_dir() else f": create the folder {target.parent} first"
+            print(f"treesearch: error: --output {target}: {exc.strerror}{hint}", file=sys.stderr)
+            return 2
     else:
         sys.stdout.write(text)
     return 0
@@ -665,7 +677,7 @@ def _add_search(sub: Any) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     p.add_argument("--no-patch", action="store_true", help="do not print the winning patch")
     p.add_argument("--json", action="store_true", help="print summary.json at the end")
-    p.set_defaults(handler=_cmd_run)
+    p.set_defaults(handler=_cmd_run, config_usage=True)
 
     p = sub.add_parser("resume", help="continue an interrupted (or finished) search")
     p.add_argument("run_dir")
@@ -677,9 +689,10 @@ def _add_search(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="change the config first, e.g. -c search.budget.expansions=80",
     )
-    p.add_argument("--quiet", "-q", action="store_true")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=_cmd_resume)
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    p.add_argument("--no-patch", action="store_true", help="do not print the winning patch")
+    p.add_argument("--json", action="store_true", help="print summary.json at the end")
+    p.set_defaults(handler=_cmd_resume, config_usage=True)
 
     p = sub.add_parser("show", help="print a run's search tree")
     p.add_argument("run_dir")

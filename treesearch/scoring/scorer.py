@@ -7,6 +7,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -115,17 +116,25 @@ class Scorer:
         tree: str | None = None,
         *,
         parent: TestRun | ScoreResult | None = None,
+        time_limit: float | None = None,
     ) -> ScoreResult:
         """Score the workspace with the search tests.
 
         ``tree`` is the workspace's tree hash (enables the cache). ``parent`` is the run of the
         parent state: with ``reruns`` in the spec, tests whose outcome differs from it are
-        re-run and flaky ones marked.
+        re-run and flaky ones marked. ``time_limit`` (seconds) cuts the run earlier than the
+        spec's timeout (a search's wall-clock budget); a run cut by it is not cached.
         """
         if isinstance(parent, ScoreResult):
             parent = parent.run
         return self._evaluate(
-            self.search_spec, self.score_fn, workspace, tree, parent=parent, held_out=False
+            self.search_spec,
+            self.score_fn,
+            workspace,
+            tree,
+            parent=parent,
+            held_out=False,
+            time_limit=time_limit,
         )
 
     def grade(self, workspace: str | os.PathLike[str], tree: str | None = None) -> ScoreResult:
@@ -145,8 +154,10 @@ class Scorer:
         *,
         parent: TestRun | None,
         held_out: bool,
+        time_limit: float | None = None,
     ) -> ScoreResult:
         fingerprint = spec.fingerprint()
+        limited = time_limit is not None and time_limit < spec.timeout
         run: TestRun | None = None
         environment = ""
         if tree is not None and self.cache is not None:
@@ -156,12 +167,18 @@ class Scorer:
             run = self.cache.get(tree, fingerprint, environment)
         cached = run is not None
         if run is None:
-            run = run_tests(spec, workspace)
+            used = (
+                replace(spec, timeout=max(time_limit, 0.01))
+                if time_limit is not None and limited
+                else spec
+            )
+            run = run_tests(used, workspace)
             self.test_runs += 1
             if parent is not None and spec.reruns:
-                run, reruns = recheck_changed(spec, workspace, run, parent)
+                run, reruns = recheck_changed(used, workspace, run, parent)
                 self.test_runs += reruns
-            if tree is not None and self.cache is not None and _cacheable(run):
+            cut = limited and run.timed_out  # says nothing about the state: never cached
+            if tree is not None and self.cache is not None and _cacheable(run) and not cut:
                 self.cache.put(tree, fingerprint, run, environment)
         else:
             self.cache_hits += 1

@@ -22,7 +22,7 @@ NODE_FIELDS = (
     "value_sum",  # sum of rewards backed up through it
     "depth",  # shortest distance from the root
     "order",  # 0-based order in which the node was found
-    "commit",  # store commit of the snapshot (volatile: differs between runs)
+    "commit",  # store commit of the snapshot (the same in two runs from the same store state)
     "tried",  # {strategy: attempts started from this node}
     "noops",  # expansions from here that changed nothing or came back to an ancestor
     "errors",  # expansions from here whose agent failed and left no new state (with the reason)
@@ -149,8 +149,10 @@ def best_node(g: nx.DiGraph) -> str:
 
 
 def to_json(g: nx.DiGraph, *, stable: bool = False) -> str:
-    """node-link JSON; with ``stable`` the volatile fields (commit ids, seconds) are left out,
-    so the same seed and deterministic agents give the same bytes."""
+    """node-link JSON. The same seed and deterministic agents give the same bytes (a search's
+    snapshots have fixed dates; timings are kept in ``timings.jsonl``, not in the graph). With
+    ``stable`` the commit ids (and the ``seconds`` of graphs recorded before that) are left out:
+    bytes then also agree between runs whose stores held different snapshots before."""
     data = nx.node_link_data(g, edges="edges")
     if stable:
         for n in data["nodes"]:

@@ -48,6 +48,8 @@ from treesearch.store._git import (
     GitFailed,
     GitRunner,
     blob_oid,
+    date_env,
+    fixed_commit_date,
     git_executable,
     isolated_env,
 )
@@ -297,6 +299,9 @@ class ShadowStore:
         """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
         self.recovered: str | None = None
         """What ``recover()`` did on open, if an interrupted restore was found (else ``None``)."""
+        self.fixed_dates = False
+        """Date new snapshots a millisecond after the previous one, not by the clock, so the
+        same operations give the same commit ids (a search sets it: see ``fixed_commit_date``)."""
 
     # ------------------------------------------------------------------ opening
 
@@ -311,6 +316,8 @@ class ShadowStore:
         max_file_bytes: int | None = None,
         lock_timeout: float = 60.0,
         watch: bool = True,
+        create: bool = True,
+        fixed_dates: bool = False,
     ) -> ShadowStore:
         """Open (creating if needed) the store of ``workspace``.
 
@@ -321,6 +328,8 @@ class ShadowStore:
         Linux), so a scan re-lists only changed folders; ``False`` (or ``TREESEARCH_WATCH=0``)
         checks every file on every scan, as git does without an fsmonitor.
         An interrupted restore found here is completed or rolled back (see ``recovered``).
+        ``create=False``: a store that does not exist yet is an error naming where it was looked
+        for (for commands that need existing snapshots). ``fixed_dates``: see ``fixed_dates``.
         """
         ws = Path(os.path.abspath(os.fspath(workspace)))
         try:
@@ -365,6 +374,12 @@ class ShadowStore:
             lock_timeout=lock_timeout,
             watch=watch,
         )
+        self.fixed_dates = fixed_dates
+        if not create and not (store / "workspace").exists():
+            raise StoreLocationError(
+                f"no store of workspace {ws} in store home {home_real} (looked for {store}): "
+                "give the store home the snapshots were taken with (--home or TREESEARCH_HOME)"
+            )
         self._init_store()
         if (store / "journal.json").exists():
             self.recovered = self.recover()
@@ -558,7 +573,11 @@ class ShadowStore:
             if kind == "safety"
             else self._changed(last, scan.tree, w.modes, empty_dirs, counts=scan.hashed <= 256)
         )
-        created = time.time()
+        created: float = time.time()
+        git_env = None
+        if self.fixed_dates:
+            created = fixed_commit_date(last.created_at if last is not None else None)
+            git_env = self._git.with_env(**date_env(int(created)))
         body = {
             "format": STORE_FORMAT,
             "kind": kind,
@@ -583,7 +602,9 @@ class ShadowStore:
             raise CaptureError(f"snapshot meta is not JSON-serialisable: {exc}") from exc
         commit = (
             self._run(
-                ["commit-tree", "--no-gpg-sign", scan.tree, "-F", "-"], input=message.encode()
+                ["commit-tree", "--no-gpg-sign", scan.tree, "-F", "-"],
+                input=message.encode(),
+                env=git_env,
             )
             .decode()
             .strip()

@@ -41,8 +41,10 @@ from treesearch.errors import (
     StoreError,
     StoreLocationError,
     StoreLockedError,
+    WorkspaceBusy,
 )
-from treesearch.store._fs import SafeTree, UnsafePathError
+from treesearch.store import _init
+from treesearch.store._fs import SafeTree, UnsafePathError, atomic_write
 from treesearch.store._git import (
     BlobReader,
     GitFailed,
@@ -62,6 +64,8 @@ from treesearch.store._walk import (
     default_mode,
 )
 from treesearch.store._watch import Inotify
+from treesearch.store._hold import WorkspaceHold, acquire_hold
+from treesearch.store._retention import GcPolicy, plan_gc, pressure_order
 from treesearch.store.values import (
     CaptureStats,
     Diff,
@@ -195,6 +199,8 @@ class GcResult:
     bytes_before: int
     bytes_after: int
     dry_run: bool = False
+    snapshots: tuple[Snapshot, ...] = ()
+    """The dropped (or, with ``dry_run``, to be dropped) snapshots, newest first."""
 
 
 @dataclass
@@ -222,11 +228,9 @@ class _State:
         return cls(int(data.get("generation", 0)), data.get("last"), data.get("undo"))
 
     def save(self, path: Path) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(
-            json.dumps({"generation": self.generation, "last": self.last, "undo": self.undo})
+        atomic_write(
+            path, json.dumps({"generation": self.generation, "last": self.last, "undo": self.undo})
         )
-        os.replace(tmp, path)
 
 
 @dataclass
@@ -297,6 +301,10 @@ class ShadowStore:
         """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
         self.recovered: str | None = None
         """What ``recover()`` did on open, if an interrupted restore was found (else ``None``)."""
+        self.repaired: str | None = None
+        """What ``open`` repaired in a store left damaged (e.g. by a kill while it was created)."""
+        self.reclaimed: list[str] = []
+        """Workspace holds taken over from processes that died holding them (the evidence)."""
 
     # ------------------------------------------------------------------ opening
 
@@ -366,32 +374,27 @@ class ShadowStore:
         )
         self._init_store()
         if (store / "journal.json").exists():
-            self.recovered = self.recover()
+            try:
+                with self.hold("recovering an interrupted restore"):
+                    self.recovered = self.recover()
+            except WorkspaceBusy:
+                pass  # a live holder: its restore is in flight, or its next restore recovers
         return self
 
     def _init_store(self) -> None:
-        marker = self.path / "workspace"
-        if marker.exists():
-            recorded = marker.read_text(encoding="utf-8", errors="surrogateescape")
-            if recorded != str(self.workspace):
-                raise StoreLocationError(
-                    f"store {self.path} belongs to workspace {recorded}, not {self.workspace}"
-                )
+        expected = {
+            "git/config": _CONFIG.format(hooks=self.path / "no-hooks"),
+            "git/info/attributes": _ATTRIBUTES,
+            "format": f"{STORE_FORMAT}\n",
+        }
+        if _init.marker_problem(self.path, self.workspace, expected) is None:
             return
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             with self.lock():
-                if marker.exists():
-                    return
-                env = isolated_env(GIT_DIR=str(self.git_dir))
-                self._git.run(["init", "--quiet", "--template="], env=env, cwd=self.path)
-                hooks = self.path / "no-hooks"
-                hooks.mkdir(exist_ok=True)
-                (self.git_dir / "config").write_text(_CONFIG.format(hooks=hooks))
-                (self.git_dir / "info").mkdir(exist_ok=True)
-                (self.git_dir / "info" / "attributes").write_text(_ATTRIBUTES)
-                (self.path / "format").write_text(f"{STORE_FORMAT}\n")
-                marker.write_text(str(self.workspace), encoding="utf-8", errors="surrogateescape")
+                self.repaired = _init.create_or_repair(
+                    self.path, self.workspace, self._git, expected
+                )
         except GitFailed as exc:
             raise StoreError(f"cannot create the store at {self.path}: {exc.stderr}") from exc
         except OSError as exc:
@@ -463,6 +466,20 @@ class ShadowStore:
             self._lock_depth = 0
             self._git.pass_fds = ()
             fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def hold(self, purpose: str = "", *, command: str | None = None) -> WorkspaceHold:
+        """Hold the workspace until the returned hold is released (or its ``with`` block ends).
+
+        While held, a ``hold`` (or a restore, which takes one) of this workspace in another
+        process raises ``WorkspaceBusy`` at once, naming the holder. Re-entrant within this
+        process. ``purpose`` says what for (shown to whoever is refused); ``command`` defaults to
+        this process's command line. A record left by a holder that died is reported in
+        ``reclaimed``.
+        """
+        held = acquire_hold(self.path, self.workspace, purpose, command)
+        if held.reclaimed:
+            self.reclaimed.append(held.reclaimed)
+        return held
 
     def _reclaim_stale_locks(self) -> None:
         # We hold the flock and every git process of ours inherits it, so no live owner exists.
@@ -611,9 +628,8 @@ class ShadowStore:
         """Create a loose ref (we hold the store lock; saves a git process per snapshot)."""
         path = self.git_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path / "ref.tmp"  # outside refs/: a leftover must never look like a ref
-        tmp.write_text(oid + "\n")
-        os.replace(tmp, path)
+        # The temp file outside refs/: a leftover must never look like a ref.
+        atomic_write(path, oid + "\n", tmp_dir=self.path)
 
     def _changed(
         self,
@@ -1118,7 +1134,7 @@ class ShadowStore:
         rolled back by the next ``open``.
         """
         try:
-            with self.lock():
+            with self.hold(f"restore {ref}"), self.lock():
                 return self._restore_locked(self._resolve_locked(ref))
         except GitFailed as exc:
             raise RestoreError(_git_message("restore failed", exc)) from exc
@@ -1136,6 +1152,7 @@ class ShadowStore:
         plan = self._plan(scan, target)
         token = secrets.token_hex(4)
         pruned: list[str] = []
+        warnings: list[str] = []
         if not plan.empty:
             self._write_journal(token, target.commit, safety.commit, plan)
             try:
@@ -1154,9 +1171,23 @@ class ShadowStore:
                     f"restore to {target.commit[:12]} failed: {reason}; the workspace was "
                     "rolled back to how it was"
                 ) from exc
-            self._sync_index(plan, target.tree)
-            (self.path / "journal.json").unlink()
-        self._bump(last=target.commit, undo=safety.commit)
+            # Every file is written: the restore is complete whatever happens next. The index
+            # is only git's stat cache; if it cannot be updated (a full disk), the next scan
+            # finds the rewritten files by their changed stat data.
+            warning = self._sync_index_or_forget(plan, target.tree)
+            if warning:
+                warnings.append(warning)
+            try:
+                self._bump(last=target.commit, undo=safety.commit)
+                (self.path / "journal.json").unlink()
+            except OSError as exc:
+                raise RestoreError(
+                    f"restore to {target.commit[:12]} completed: the workspace is at it, but the "
+                    f"store could not record that ({_describe(exc)}); the next treesearch command "
+                    f"records it (`treesearch snap undo` then returns to {safety.commit[:12]})"
+                ) from exc
+        else:
+            self._bump(last=target.commit, undo=safety.commit)
         return RestoreResult(
             target=target,
             safety=safety,
@@ -1166,6 +1197,7 @@ class ShadowStore:
             created_dirs=tuple(plan.mkdirs),
             chmodded=tuple(p for p, _ in plan.chmods),
             seconds=time.perf_counter() - t0,
+            warnings=tuple(warnings),
         )
 
     def _plan(self, scan: _Scan, target: Snapshot) -> _Plan:
@@ -1268,13 +1300,10 @@ class ShadowStore:
             "safety": safety,
             "writes": [p for p, *_ in plan.writes],
         }
-        tmp = self.path / "journal.json.tmp"
-        with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
-            # No fsync: the journal guards against the process dying (SIGKILL, OOM), which
-            # leaves the page cache intact; like git's own objects, it does not claim power-loss
-            # durability.
-            json.dump(data, fh)
-        os.replace(tmp, self.path / "journal.json")
+        # Not durable: the journal guards against the process dying (SIGKILL, OOM), which
+        # leaves the page cache intact; like git's own objects, it does not claim power-loss
+        # durability.
+        atomic_write(self.path / "journal.json", json.dumps(data))
 
     def _execute(self, plan: _Plan, token: str, root: Path | None = None) -> list[str]:
         """Carry out ``plan``; returns the folders actually pruned."""
@@ -1334,13 +1363,27 @@ class ShadowStore:
             self._stat_cache = cache
             self._tree = tree
 
+    def _sync_index_or_forget(self, plan: _Plan, tree: TreeHash) -> str | None:
+        """``_sync_index`` after the files are written; a failure (a full disk) only costs the
+        cache: it is forgotten, and the warning says so."""
+        try:
+            self._sync_index(plan, tree)
+            return None
+        except (GitFailed, OSError) as exc:
+            self._forget_index()
+            reason = (_describe(exc).strip().splitlines() or ["?"])[-1]
+            return (
+                f"the store's index could not be updated ({reason}); the next "
+                "capture checks the restored files again"
+            )
+
     def _rollback(self, token: str, safety: Snapshot, plan: _Plan) -> None:
         self._cleanup_temps(token, [p for p, *_ in plan.writes])
         self._forget_index()
         scan = self._scan()
         back = self._plan(scan, safety)
         self._execute(back, token)
-        self._sync_index(back, safety.tree)
+        self._sync_index_or_forget(back, safety.tree)
         with contextlib.suppress(FileNotFoundError):
             (self.path / "journal.json").unlink()
 
@@ -1377,7 +1420,7 @@ class ShadowStore:
             try:
                 plan = self._plan(self._scan(), snap)
                 self._execute(plan, token)
-                self._sync_index(plan, snap.tree)
+                self._sync_index_or_forget(plan, snap.tree)
             except (RestoreError, OSError, GitFailed):
                 self._cleanup_temps(token, [p for p, *_ in plan.writes])
                 self._forget_index()
@@ -1571,28 +1614,37 @@ class ShadowStore:
         max_bytes: int | None = None,
         protect: Iterable[str] = (),
         keep_safety: int = 3,
+        safety_max_age: float | None = None,
+        labelled: bool = False,
+        drop: Iterable[str] = (),
         dry_run: bool = False,
     ) -> GcResult:
-        """Drop old snapshots and their unreachable objects.
+        """Drop old snapshots and their unreachable objects (see ``_retention`` for the rules).
 
-        Retention: keep the newest ``keep_last`` snapshots, drop those older than ``max_age``
-        seconds, then drop the oldest until the objects fit ``max_bytes``. Never dropped: pinned
-        snapshots, those named in ``protect``, the newest ``keep_safety`` safety snapshots, the
-        last snapshot and the one ``undo`` returns to.
+        Unlabelled captures: keep the newest ``keep_last`` (safety snapshots are not counted),
+        drop those older than ``max_age`` seconds. Labelled captures are dropped only when named
+        in ``drop`` (a label drops every snapshot with it) or when ``labelled`` puts them under
+        the capture rules. Safety snapshots: dropped when older than ``safety_max_age``, never
+        the newest ``keep_safety``. Then, with ``max_bytes``, the oldest droppable snapshots go
+        until the objects fit. Never dropped: pinned snapshots, those named in ``protect``, the
+        newest snapshot, the last snapshot and the one ``undo`` returns to.
         """
+        policy = GcPolicy(keep_last, max_age, keep_safety, safety_max_age, labelled)
         try:
-            with self.lock():
-                return self._gc_locked(keep_last, max_age, max_bytes, protect, keep_safety, dry_run)
+            if dry_run:
+                with self.lock():
+                    return self._gc_locked(policy, max_bytes, protect, drop, True)
+            with self.hold("gc"), self.lock():
+                return self._gc_locked(policy, max_bytes, protect, drop, False)
         except GitFailed as exc:
             raise GcError(_git_message("gc failed", exc)) from exc
 
     def _gc_locked(
         self,
-        keep_last: int | None,
-        max_age: float | None,
+        policy: GcPolicy,
         max_bytes: int | None,
         protect: Iterable[str],
-        keep_safety: int,
+        drop_refs: Iterable[str],
         dry_run: bool,
     ) -> GcResult:
         snaps = sorted(self._load_snapshots().values(), key=lambda s: s.created_at, reverse=True)
@@ -1600,28 +1652,23 @@ class ShadowStore:
         keep.update(self._resolve_locked(r).commit for r in protect)
         pins = self._run(["for-each-ref", "--format=%(objectname)", PIN_REFS]).decode().split()
         keep.update(pins)
-        keep.update(s.commit for s in [s for s in snaps if s.kind == "safety"][:keep_safety])
-        if snaps:
-            keep.add(snaps[0].commit)
-        now = time.time()
-        drop: list[Snapshot] = []
-        for i, s in enumerate(snaps):
-            if s.commit in keep:
-                continue
-            if (keep_last is not None and i >= keep_last) or (
-                max_age is not None and now - s.created_at > max_age
-            ):
-                drop.append(s)
+        named = self._named_for_drop(snaps, drop_refs, keep, pins)
+        drop = plan_gc(snaps, policy, keep=keep, drop=named, now=time.time())
         before = self.disk_usage()
         if dry_run:
             return GcResult(
-                tuple(s.commit for s in drop), len(snaps) - len(drop), before, before, True
+                tuple(s.commit for s in drop),
+                len(snaps) - len(drop),
+                before,
+                before,
+                True,
+                tuple(drop),
             )
         self._drop(drop)
         self._run(["gc", "--prune=now", "--quiet"])
         after = self.disk_usage()
         if max_bytes is not None:
-            rest = [s for s in reversed(snaps) if s.commit not in keep and s not in drop]
+            rest = pressure_order(snaps, policy, keep=keep, dropped={s.commit for s in drop})
             while after > max_bytes and rest:
                 batch = rest[: max(1, len(rest) // 4)]
                 rest = rest[len(batch) :]
@@ -1629,7 +1676,37 @@ class ShadowStore:
                 drop.extend(batch)
                 self._run(["gc", "--prune=now", "--quiet"])
                 after = self.disk_usage()
-        return GcResult(tuple(s.commit for s in drop), len(snaps) - len(drop), before, after)
+        return GcResult(
+            tuple(s.commit for s in drop),
+            len(snaps) - len(drop),
+            before,
+            after,
+            False,
+            tuple(drop),
+        )
+
+    def _named_for_drop(
+        self, snaps: Sequence[Snapshot], refs: Iterable[str], keep: set[str], pins: list[str]
+    ) -> set[str]:
+        """Commits the user asked to drop by name; a label names every snapshot that has it."""
+        named: set[str] = set()
+        for ref in refs:
+            hits = [s.commit for s in snaps if s.label == ref.strip()]
+            if not hits:
+                hits = [self._resolve_locked(ref).commit]
+            for commit in hits:
+                if commit in keep:
+                    why = (
+                        "pinned by a run"
+                        if commit in pins
+                        else "the last snapshot or the one `undo` returns to, or protected"
+                    )
+                    raise GcError(
+                        f"refusing to drop {commit[:12]} ({ref!r}): it is {why}; nothing was "
+                        "dropped"
+                    )
+                named.add(commit)
+        return named
 
     def _drop(self, snaps: Sequence[Snapshot]) -> None:
         if not snaps:

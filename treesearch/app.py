@@ -26,7 +26,7 @@ from treesearch.config import (
     apply_overrides,
     validate,
 )
-from treesearch.errors import RunError
+from treesearch.errors import RunError, WorkspaceBusy
 from treesearch.runs import RunDir, new_run_id
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.search import graph as G
@@ -147,8 +147,29 @@ def _open_store(loaded: LoadedConfig) -> ShadowStore:
 def _search(
     loaded: LoadedConfig, run: RunDir, events: list[dict[str, Any]], on_progress: ProgressFn | None
 ) -> SearchOutcome:
-    cfg = loaded.config
     store = _open_store(loaded)
+    # The search holds its workspace from the first restore to the final one: another search,
+    # session or restore of it in another process is refused instead of mixing states with ours.
+    try:
+        hold = store.hold(f"search run {run.path.name}")
+    except WorkspaceBusy as exc:
+        run.append({"event": "refused", "reason": str(exc), "time": time.time()})
+        run.close()
+        raise
+    with hold:
+        if hold.reclaimed:
+            run.append({"event": "hold_reclaimed", "note": hold.reclaimed, "time": time.time()})
+        return _search_held(loaded, run, store, events, on_progress)
+
+
+def _search_held(
+    loaded: LoadedConfig,
+    run: RunDir,
+    store: ShadowStore,
+    events: list[dict[str, Any]],
+    on_progress: ProgressFn | None,
+) -> SearchOutcome:
+    cfg = loaded.config
     scorer = Scorer.from_config(
         cfg.scoring.model_dump(),
         loaded.source,

@@ -283,6 +283,7 @@ class Controller:
         except Exception as exc:  # noqa: BLE001 - a strategy that cannot even be built fails
             result = AgentResult(AgentStatus.FAILED, reason=f"{type(exc).__name__}: {exc}")
         timing.agent = time.perf_counter() - t
+        session.close()  # its workspace hold (the search's own hold goes on)
         transcript_rel = None
         if self.transcripts is not None:
             transcript_rel = f"transcripts/{base}.json"

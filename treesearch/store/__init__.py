@@ -7,6 +7,7 @@ processes from restoring the workspace during a longer sequence (a search, a ses
 """
 
 from treesearch.store._hold import HolderRecord, WorkspaceHold
+from treesearch.store._locate import find_workspace
 from treesearch.store.shadow import GcResult, ShadowStore, TreeEntry, default_home, store_dir_for
 from treesearch.store.values import (
     CaptureStats,
@@ -30,5 +31,6 @@ __all__ = [
     "TreeEntry",
     "WorkspaceHold",
     "default_home",
+    "find_workspace",
     "store_dir_for",
 ]

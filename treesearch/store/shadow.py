@@ -53,6 +53,8 @@ from treesearch.store._git import (
     git_executable,
     isolated_env,
 )
+from treesearch.store._hold import WorkspaceHold, acquire_hold
+from treesearch.store._retention import GcPolicy, plan_gc, pressure_order
 from treesearch.store._walk import (
     MODE,
     MTIME,
@@ -64,8 +66,6 @@ from treesearch.store._walk import (
     default_mode,
 )
 from treesearch.store._watch import Inotify
-from treesearch.store._hold import WorkspaceHold, acquire_hold
-from treesearch.store._retention import GcPolicy, plan_gc, pressure_order
 from treesearch.store.values import (
     CaptureStats,
     Diff,

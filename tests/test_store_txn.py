@@ -96,16 +96,17 @@ def test_restore_in_another_process_is_refused_at_once_while_a_session_holds_the
     holder = start_holder(workspace, home)
     try:
         before = tree_digest(workspace)
-        for args in (("restore", "one"), ("undo",)):
+        for args in (("restore", "one"), ("undo",), ("gc", "--keep-last", "0")):
             refused = snap(workspace, home, *args)
             assert refused.returncode == 1, refused.stdout
             assert refused.stderr.count("\n") == 1, refused.stderr
             assert f"is in use by pid {holder.pid} " in refused.stderr
             assert "session" in refused.stderr and "since" in refused.stderr
             assert tree_digest(workspace) == before
-        # Captures and reads are not held.
+        # Captures, reads and a gc that only lists are not held.
         assert snap(workspace, home, "capture").returncode == 0
         assert snap(workspace, home, "log").returncode == 0
+        assert snap(workspace, home, "gc", "--keep-last", "0", "--dry-run").returncode == 0
     finally:
         release(holder)
     done = snap(workspace, home, "restore", "one")
@@ -362,6 +363,22 @@ def test_every_store_file_is_replaced_atomically_never_rewritten_in_place(
     assert leftovers == []
 
 
+def test_open_removes_temp_files_of_killed_writers_but_not_of_live_ones(
+    workspace: Path, home: Path, write
+) -> None:
+    write(workspace, "a.txt", "1")
+    store = ShadowStore.open(workspace, home=home)
+    store.close()
+    dead_pid = subprocess.Popen(["true"])
+    dead_pid.wait()
+    dead = store.path / f".state.json.tmp-{dead_pid.pid}-0badf00d"
+    live = store.path / f".state.json.tmp-{os.getpid()}-0badf00d"
+    dead.write_text("half")
+    live.write_text("in flight")
+    ShadowStore.open(workspace, home=home).close()
+    assert not dead.exists() and live.exists()
+
+
 # ---------------------------------------------------------------------------- restore outcome
 
 
@@ -400,6 +417,25 @@ def test_restore_whose_index_sync_fails_after_every_file_is_written_completes_an
     assert store.capture().tree == store.resolve("old").tree  # the stale index corrects itself
     store.undo()
     assert tree_digest(workspace) == new
+
+
+def test_restore_that_fails_before_writing_says_nothing_was_changed(
+    workspace: Path, home: Path, write
+) -> None:
+    write(workspace, "small.txt", "1\n")
+    assert snap(workspace, home, "capture", "-l", "one").returncode == 0
+    write(workspace, "big.bin", os.urandom(200_000))  # the safety snapshot must store this
+    before = tree_digest(workspace)
+    failed = snap(workspace, home, "restore", "one", preexec_fn=_limit_file_size(24 * 1024))
+    assert failed.returncode == 1
+    assert failed.stderr.count("\n") == 1, failed.stderr
+    assert "failed before anything was changed" in failed.stderr
+    assert "the workspace is as it was" in failed.stderr
+    assert tree_digest(workspace) == before
+    assert not (next(home.iterdir()) / "journal.json").exists()
+    done = snap(workspace, home, "restore", "one")
+    assert done.returncode == 0 and "interrupted" not in done.stderr, done.stderr
+    assert not (workspace / "big.bin").exists()
 
 
 # ---------------------------------------------------------------------------- gc

@@ -105,6 +105,7 @@ def _open_store(args: argparse.Namespace) -> Any:
     for note in (store.repaired, store.recovered):
         if note:
             print(f"treesearch: note: {note}", file=sys.stderr)
+    _say_notes(store)
     return store
 
 

@@ -79,10 +79,15 @@ def create_or_repair(
             same = False
         if not same:
             atomic_write(path, text, durable=True)
-    with os.scandir(store) as entries:
-        for entry in entries:
-            if is_temp_of_dead_process(entry.name):
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
+    sweep_temps(store)
     atomic_write(store / MARKER, str(workspace), durable=True)
     return None if problem == "new" else f"repaired the store {store}: {problem}"
+
+
+def sweep_temps(store: Path) -> None:
+    """Remove temporary files that writers killed before their rename left in the store."""
+    with contextlib.suppress(OSError), os.scandir(store) as entries:
+        for entry in entries:
+            if ".tmp-" in entry.name and is_temp_of_dead_process(entry.name):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)

@@ -373,6 +373,7 @@ class ShadowStore:
             watch=watch,
         )
         self._init_store()
+        _init.sweep_temps(store)
         if (store / "journal.json").exists():
             try:
                 with self.hold("recovering an interrupted restore"):
@@ -1147,14 +1148,21 @@ class ShadowStore:
         t0 = time.perf_counter()
         if (self.path / "journal.json").exists():
             self._recover_locked()
-        scan = self._scan()
-        safety = self._capture_locked("safety", None, None, scan=scan)
-        plan = self._plan(scan, target)
         token = secrets.token_hex(4)
+        try:
+            scan = self._scan()
+            safety = self._capture_locked("safety", None, None, scan=scan)
+            plan = self._plan(scan, target)
+            if not plan.empty:
+                self._write_journal(token, target.commit, safety.commit, plan)
+        except (GitFailed, OSError) as exc:
+            raise RestoreError(
+                f"restore to {target.commit[:12]} failed before anything was changed "
+                f"({_one_line(exc)}); the workspace is as it was"
+            ) from exc
         pruned: list[str] = []
         warnings: list[str] = []
         if not plan.empty:
-            self._write_journal(token, target.commit, safety.commit, plan)
             try:
                 pruned = self._execute(plan, token)
             except Exception as exc:
@@ -1371,9 +1379,8 @@ class ShadowStore:
             return None
         except (GitFailed, OSError) as exc:
             self._forget_index()
-            reason = (_describe(exc).strip().splitlines() or ["?"])[-1]
             return (
-                f"the store's index could not be updated ({reason}); the next "
+                f"the store's index could not be updated ({_one_line(exc)}); the next "
                 "capture checks the restored files again"
             )
 
@@ -1889,6 +1896,12 @@ def _git_message(what: str, exc: GitFailed) -> str:
         if "open(" in line or "Permission denied" in line or "unable to" in line.lower():
             return f"{what}: {line.strip()}"
     return f"{what}: {text.splitlines()[-1] if text else ''}".strip()
+
+
+def _one_line(exc: BaseException) -> str:
+    """The last line of ``_describe``: messages stay on one line."""
+    lines = [line.strip() for line in _describe(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
 
 
 def _describe(exc: BaseException) -> str:

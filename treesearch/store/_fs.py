@@ -90,8 +90,36 @@ class SafeTree:
         except (FileNotFoundError, NotADirectoryError):
             return None
 
-    def write_file(self, rel: str, fill: Callable[[int], None], perm: int, token: str) -> None:
-        """Create ``rel`` atomically: ``fill(fd)`` writes the content of a fresh temp file."""
+    def write_file(
+        self,
+        rel: str,
+        fill: Callable[[int], None],
+        perm: int,
+        token: str,
+        *,
+        make_room: bool = False,
+    ) -> None:
+        """Create ``rel`` atomically: ``fill(fd)`` writes the content of a fresh temp file.
+
+        ``make_room``: when the disk is full, remove the old file first and write again (no
+        longer atomic: only for callers whose journal can redo the write after a kill).
+        """
+        try:
+            self._write_file(rel, fill, perm, token)
+        except OSError as exc:
+            if not make_room or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            pfd, name = self._parent(rel, create=False)
+            try:
+                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            except FileNotFoundError:
+                raise exc from None
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                raise
+            os.unlink(name, dir_fd=pfd)
+            self._write_file(rel, fill, perm, token)
+
+    def _write_file(self, rel: str, fill: Callable[[int], None], perm: int, token: str) -> None:
         pfd, name = self._parent(rel, create=True)
         tmp = temp_name(name, token)
         try:

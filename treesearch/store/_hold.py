@@ -179,7 +179,13 @@ def acquire_hold(
                 host=socket.gethostname(),
                 started=_start_ticks(me),
             )
-            atomic_write(store_path / _RECORD, json.dumps(asdict(record)) + "\n")
+            try:
+                atomic_write(store_path / _RECORD, json.dumps(asdict(record)) + "\n")
+            except OSError:
+                # A full disk: the flock alone still keeps others out (they are told the holder
+                # did not record itself); a stale record must not name the wrong holder.
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(store_path / _RECORD)
         except BaseException:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)

@@ -16,6 +16,7 @@ error class per operation here and nowhere else.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -456,8 +457,9 @@ class ShadowStore:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.1)
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            with contextlib.suppress(OSError):  # the holder's pid is a courtesy (full disk)
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             self._lock_depth = 1
             self._git.pass_fds = (fd,)
             self._reclaim_stale_locks()
@@ -1168,7 +1170,7 @@ class ShadowStore:
             except Exception as exc:
                 reason = _describe(exc)
                 try:
-                    self._rollback(token, safety, plan)
+                    self._rollback(token, safety, plan, target)
                 except Exception as exc2:  # pragma: no cover - both directions failed
                     raise RestoreError(
                         f"restore to {target.commit[:12]} failed ({reason}) and rolling back "
@@ -1319,6 +1321,7 @@ class ShadowStore:
             for path in plan.deletes:
                 tree.unlink(path)
             pruned = [d for d in plan.prune if tree.rmdir(d)]
+            deferred: list[tuple[str, Callable[[int], None], int]] = []
             for path, mode, oid, perm in plan.writes:
                 if mode == 0o120000:
                     tree.write_symlink(path, blobs.read(oid), token)
@@ -1330,7 +1333,17 @@ class ShadowStore:
                     with os.fdopen(os.dup(fd), "wb", buffering=1 << 20) as fh:
                         blobs.read_to(oid, fh)
 
-                tree.write_file(path, fill, perm, token)
+                # In the workspace a journal is on record: on a full disk, the old file may go
+                # first (the safety snapshot holds it; recovery redoes the write after a kill),
+                # and a file that still finds no room is written again after the others.
+                try:
+                    tree.write_file(path, fill, perm, token, make_room=root is None)
+                except OSError as exc:
+                    if root is not None or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                        raise
+                    deferred.append((path, fill, perm))
+            for path, refill, perm in deferred:
+                tree.write_file(path, refill, perm, token, make_room=True)
             for path, perm in plan.chmods:
                 tree.chmod(path, perm)
             for d in plan.mkdirs:
@@ -1384,10 +1397,17 @@ class ShadowStore:
                 "capture checks the restored files again"
             )
 
-    def _rollback(self, token: str, safety: Snapshot, plan: _Plan) -> None:
+    def _rollback(self, token: str, safety: Snapshot, plan: _Plan, target: Snapshot) -> None:
         self._cleanup_temps(token, [p for p, *_ in plan.writes])
         self._forget_index()
-        scan = self._scan()
+        try:
+            scan = self._scan()
+        except (GitFailed, OSError):
+            # The scan writes the index, which a full disk refuses. Without it: every path that
+            # differs between the safety and the target was in the plan, and going back from
+            # the target's tree rewrites each of them (done or not) to its safety state.
+            self._forget_index()
+            scan = _Scan(target.tree, self._walk(), 0, 0.0)
         back = self._plan(scan, safety)
         self._execute(back, token)
         self._sync_index_or_forget(back, safety.tree)

@@ -173,7 +173,7 @@ def acquire_hold(
             reclaimed = _reclaim(store_path)
             record = HolderRecord(
                 pid=me,
-                command=_clean(command if command is not None else _own_command()),
+                command=_own_command() if command is None else _clean(command),
                 purpose=_clean(purpose),
                 since=time.time(),
                 host=socket.gethostname(),
@@ -250,7 +250,19 @@ def _busy_message(store_path: Path, workspace: Path) -> str:
     )
 
 
+_own: dict[int, str] = {}
+
+
 def _own_command() -> str:
+    """This process's command line, one short line (read once per process)."""
+    me = os.getpid()
+    if me not in _own:
+        _own.clear()
+        _own[me] = _clean(_read_command())
+    return _own[me]
+
+
+def _read_command() -> str:
     try:
         with open("/proc/self/cmdline", "rb") as fh:
             parts = [p.decode("utf-8", "replace") for p in fh.read().split(b"\0") if p]

@@ -15,12 +15,13 @@ returns to, those the caller protects) and the newest snapshot of all.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
+from treesearch.errors import GcError
 from treesearch.store.values import Snapshot
 
-__all__ = ["GcPolicy", "plan_gc", "pressure_order"]
+__all__ = ["GcPolicy", "named_for_drop", "plan_gc", "pressure_order"]
 
 
 @dataclass(frozen=True)
@@ -98,3 +99,30 @@ def pressure_order(
         for s in reversed(snaps)
         if s.commit not in protected and (s.commit in ranked or s.kind == "safety")
     ]
+
+
+def named_for_drop(
+    snaps: Sequence[Snapshot],
+    refs: Iterable[str],
+    keep: Collection[str],
+    pins: Collection[str],
+    resolve: Callable[[str], str],
+) -> set[str]:
+    """Commits the user asked to drop by name: a label names every snapshot that has it, any
+    other reference the one snapshot ``resolve`` finds. Refuses (``GcError``) to drop one that
+    must be kept."""
+    named: set[str] = set()
+    for ref in refs:
+        hits: list[str] = [s.commit for s in snaps if s.label == ref.strip()] or [resolve(ref)]
+        for commit in hits:
+            if commit in keep:
+                why = (
+                    "pinned by a run"
+                    if commit in pins
+                    else "the last snapshot or the one `undo` returns to, or protected"
+                )
+                raise GcError(
+                    f"refusing to drop {commit[:12]} ({ref!r}): it is {why}; nothing was dropped"
+                )
+            named.add(commit)
+    return named

@@ -55,7 +55,7 @@ from treesearch.store._git import (
     isolated_env,
 )
 from treesearch.store._hold import WorkspaceHold, acquire_hold
-from treesearch.store._retention import GcPolicy, plan_gc, pressure_order
+from treesearch.store._retention import GcPolicy, named_for_drop, plan_gc, pressure_order
 from treesearch.store._walk import (
     MODE,
     MTIME,
@@ -1679,7 +1679,8 @@ class ShadowStore:
         keep.update(self._resolve_locked(r).commit for r in protect)
         pins = self._run(["for-each-ref", "--format=%(objectname)", PIN_REFS]).decode().split()
         keep.update(pins)
-        named = self._named_for_drop(snaps, drop_refs, keep, pins)
+        resolve = self._resolve_locked
+        named = named_for_drop(snaps, drop_refs, keep, pins, lambda r: resolve(r).commit)
         drop = plan_gc(snaps, policy, keep=keep, drop=named, now=time.time())
         before = self.disk_usage()
         if dry_run:
@@ -1711,29 +1712,6 @@ class ShadowStore:
             False,
             tuple(drop),
         )
-
-    def _named_for_drop(
-        self, snaps: Sequence[Snapshot], refs: Iterable[str], keep: set[str], pins: list[str]
-    ) -> set[str]:
-        """Commits the user asked to drop by name; a label names every snapshot that has it."""
-        named: set[str] = set()
-        for ref in refs:
-            hits = [s.commit for s in snaps if s.label == ref.strip()]
-            if not hits:
-                hits = [self._resolve_locked(ref).commit]
-            for commit in hits:
-                if commit in keep:
-                    why = (
-                        "pinned by a run"
-                        if commit in pins
-                        else "the last snapshot or the one `undo` returns to, or protected"
-                    )
-                    raise GcError(
-                        f"refusing to drop {commit[:12]} ({ref!r}): it is {why}; nothing was "
-                        "dropped"
-                    )
-                named.add(commit)
-        return named
 
     def _drop(self, snaps: Sequence[Snapshot]) -> None:
         if not snaps:

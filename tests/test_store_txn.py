@@ -363,6 +363,34 @@ def test_every_store_file_is_replaced_atomically_never_rewritten_in_place(
     assert leftovers == []
 
 
+@pytest.mark.slow
+def test_stores_whose_creation_was_killed_at_any_moment_open_and_capture(
+    tmp_path: Path, home: Path
+) -> None:
+    """SIGKILL a process creating a store at spread-out moments; every store it leaves opens."""
+    code = "import sys; from treesearch.store import ShadowStore; ShadowStore.open(sys.argv[1], home=sys.argv[2])"
+    spans = []
+    for i in range(3):  # how long a creation takes here, process start included
+        ws = tmp_path / f"probe{i}"
+        ws.mkdir()
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code, str(ws), str(home)], env=_env(), check=True)
+        spans.append(time.perf_counter() - t0)
+    span = min(spans)
+    for i in range(40):
+        ws = tmp_path / f"ws{i}"
+        ws.mkdir()
+        (ws / "a.txt").write_text(f"{i}\n")
+        proc = subprocess.Popen([sys.executable, "-c", code, str(ws), str(home)], env=_env())
+        time.sleep(span * (0.5 + i / 60))  # from half-way through start-up to past the end
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        store = ShadowStore.open(ws, home=home)
+        assert store.capture().tree, i
+        assert (store.path / "workspace").read_text() == str(ws)
+        store.close()
+
+
 def test_open_removes_temp_files_of_killed_writers_but_not_of_live_ones(
     workspace: Path, home: Path, write
 ) -> None:

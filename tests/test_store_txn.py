@@ -164,6 +164,51 @@ def test_hold_of_a_process_killed_with_sigkill_is_reclaimed_with_evidence(
     assert again.returncode == 0 and "reclaimed" not in again.stderr
 
 
+def test_hold_kept_by_a_forked_child_of_a_dead_holder_is_refused_and_the_child_is_named(
+    workspace: Path, home: Path, write
+) -> None:
+    write(workspace, "a.txt", "1")
+    assert snap(workspace, home, "capture", "-l", "one").returncode == 0
+    code = textwrap.dedent(
+        """
+        import os, sys, time
+        from treesearch.store import ShadowStore
+        store = ShadowStore.open(sys.argv[1], home=sys.argv[2])
+        store.hold("parent")
+        child = os.fork()
+        if child == 0:
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            time.sleep(60)  # keeps the inherited flock
+            os._exit(0)
+        print(child, flush=True)
+        os._exit(0)  # dies holding, without releasing
+        """
+    )
+    parent = subprocess.run(
+        [sys.executable, "-c", code, str(workspace), str(home)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=True,
+    )
+    child = int(parent.stdout)
+    try:
+        refused = snap(workspace, home, "restore", "one")
+        assert refused.returncode == 1
+        assert "which is gone (a child it forked still holds the lock" in refused.stderr
+    finally:
+        os.kill(child, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the child is not ours to reap: wait until it is gone
+        done = snap(workspace, home, "restore", "one")
+        if done.returncode == 0:
+            break
+        time.sleep(0.1)
+    assert done.returncode == 0 and "reclaimed the workspace hold" in done.stderr, done.stderr
+
+
 def test_hold_is_reentrant_in_one_process_and_released_by_the_last_claim(
     workspace: Path, home: Path, write
 ) -> None:

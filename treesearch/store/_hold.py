@@ -229,15 +229,18 @@ def _reclaim(store_path: Path) -> str | None:
 
 
 def _busy_message(store_path: Path, workspace: Path) -> str:
+    here = socket.gethostname()
     record = holder(store_path)
-    for _ in range(20):  # the holder may be between taking the flock and writing its record
-        if record is not None:
+    for _ in range(20):
+        # A new holder may be between taking the flock and writing its record (the record on
+        # disk, if any, is then its dead predecessor's): give it a moment.
+        if record is not None and (record.host != here or pid_alive(record.pid)):
             break
         time.sleep(0.01)
         record = holder(store_path)
     if record is None:
         who = "another process (it has not recorded itself)"
-    elif record.host == socket.gethostname() and not pid_alive(record.pid):
+    elif record.host == here and not pid_alive(record.pid):
         who = (
             f"a process started by {record.describe()}, which is gone (a child it forked still "
             "holds the lock: stop it)"

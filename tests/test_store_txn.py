@@ -209,6 +209,34 @@ def test_hold_kept_by_a_forked_child_of_a_dead_holder_is_refused_and_the_child_i
     assert done.returncode == 0 and "reclaimed the workspace hold" in done.stderr, done.stderr
 
 
+def test_search_after_a_holder_was_killed_records_the_reclaimed_hold_in_its_run(
+    tmp_path: Path, home: Path, write
+) -> None:
+    from treesearch.app import run_from_config
+
+    proj = tmp_path / "proj"
+    write(proj, "a.txt", "1\n")
+    holder = start_holder(proj, home)
+    holder.send_signal(signal.SIGKILL)
+    holder.communicate(timeout=60)
+    out = run_from_config(
+        {
+            "workspace": {"path": str(proj)},
+            "store": {"home": str(home)},
+            "strategies": {
+                "edit": {"kind": "scripted", "steps": [{"write": "a.txt", "content": "2\n"}]}
+            },
+            "scoring": {"search_tests": {"command": "true", "timeout": 60}},
+            "search": {"budget": {"expansions": 1}},
+            "output": {"runs_dir": str(tmp_path / "runs"), "run_id": "after-kill"},
+        },
+        base_dir=tmp_path,
+    )
+    events = [json.loads(line) for line in (out.run_dir / "events.jsonl").read_text().splitlines()]
+    notes = [e["note"] for e in events if e["event"] == "hold_reclaimed"]
+    assert len(notes) == 1 and f"pid {holder.pid} " in notes[0] and "is gone" in notes[0]
+
+
 def test_hold_is_reentrant_in_one_process_and_released_by_the_last_claim(
     workspace: Path, home: Path, write
 ) -> None:

@@ -698,7 +698,8 @@ def test_gc_keeps_pinned_last_and_recent_safety_snapshots(
         snaps.append(store.capture(label=f"s{i}"))
     store.pin(snaps[0].commit, "run-1")
     store.restore("s2")  # safety snapshot = s5's state, undo points at it
-    result = store.gc(keep_last=1, keep_safety=1)
+    # labelled=True: these captures are labelled, and labelled ones are kept unless asked.
+    result = store.gc(keep_last=1, keep_safety=1, labelled=True)
     remaining = {s.commit for s in store.log()}
     assert snaps[0].commit in remaining  # pinned
     assert snaps[2].commit in remaining  # last restored

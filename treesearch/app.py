@@ -27,7 +27,7 @@ from treesearch.config import (
     apply_overrides,
     validate,
 )
-from treesearch.errors import RunError
+from treesearch.errors import RunError, WorkspaceBusy
 from treesearch.isolation import NO_ISOLATION, Isolation
 from treesearch.isolation import resolve as resolve_isolation
 from treesearch.runs import RunDir, new_run_id
@@ -101,32 +101,39 @@ def run_from_config(
         workspace = make_workspace_copy(original, home, run_id=run_id, run_dir=root_runs / run_id)
     try:
         store = _open_store(loaded, workspace=workspace, home=home, create=True)
+        # Taken before the run folder exists, so a refused search leaves none behind (``_search``
+        # claims it again: the hold is re-entrant within a process).
+        hold = store.hold(f"search run {run_id}")
     except BaseException:
         if cfg.workspace.copy_:  # nobody will look at a copy whose search never started
             shutil.rmtree(workspace.parent, ignore_errors=True)
         raise
-    resolved = resolved_config(
-        loaded,
-        workspace=store.workspace,
-        source=original if cfg.workspace.copy_ else None,
-        home=home,
-        runs_dir=root_runs,
-        run_id=run_id,
-    )
-    run = RunDir.create(root_runs, run_id, resolved)
-    run.append(
-        {
-            "event": "run_started",
-            "run_id": run_id,
-            "seed": cfg.search.seed,
-            "policy": cfg.search.policy,
-            "time": time.time(),
-        }
-    )
-    if on_start is not None:
-        on_start(run, workspace)
-    loaded_resolved = validate(resolved, source=str(run.path / "config.yaml"), base_dir=run.path)
-    return _search(loaded_resolved, run, [], on_progress, store=store)
+    with hold:
+        resolved = resolved_config(
+            loaded,
+            workspace=store.workspace,
+            source=original if cfg.workspace.copy_ else None,
+            home=home,
+            runs_dir=root_runs,
+            run_id=run_id,
+        )
+        run = RunDir.create(root_runs, run_id, resolved)
+        run.append(
+            {
+                "event": "run_started",
+                "run_id": run_id,
+                "seed": cfg.search.seed,
+                "policy": cfg.search.policy,
+                "time": time.time(),
+            }
+        )
+        if hold.reclaimed:
+            run.append({"event": "hold_reclaimed", "note": hold.reclaimed, "time": time.time()})
+        if on_start is not None:
+            on_start(run, workspace)
+        source_path = str(run.path / "config.yaml")
+        loaded_resolved = validate(resolved, source=source_path, base_dir=run.path)
+        return _search(loaded_resolved, run, [], on_progress, store=store)
 
 
 def resume(
@@ -189,6 +196,31 @@ def _search(
     store: ShadowStore | None = None,
     on_note: NoteFn | None = None,
 ) -> SearchOutcome:
+    if store is None:
+        store = _open_store(loaded)
+    # The search holds its workspace from the first restore to the final one: another search,
+    # session or restore of it in another process is refused instead of mixing states with ours.
+    try:
+        hold = store.hold(f"search run {run.path.name}")
+    except WorkspaceBusy as exc:
+        run.append({"event": "refused", "reason": str(exc), "time": time.time()})
+        run.close()
+        raise
+    with hold:
+        if hold.reclaimed:
+            run.append({"event": "hold_reclaimed", "note": hold.reclaimed, "time": time.time()})
+        return _search_held(loaded, run, store, events, on_progress, on_note=on_note)
+
+
+def _search_held(
+    loaded: LoadedConfig,
+    run: RunDir,
+    store: ShadowStore,
+    events: list[dict[str, Any]],
+    on_progress: ProgressFn | None,
+    *,
+    on_note: NoteFn | None = None,
+) -> SearchOutcome:
     cfg = loaded.config
     reaped = lifecycle.reap()  # what killed searches left: their test processes, scratch folders
     if reaped:
@@ -196,8 +228,6 @@ def _search(
     if cfg.workspace.source is not None:  # a copy: `treesearch clean` keeps it while we run
         claim_copy(loaded.workspace_path())
     isolation = _isolation(loaded)
-    if store is None:
-        store = _open_store(loaded)
     scorer = Scorer.from_config(
         cfg.scoring.model_dump(),
         loaded.source,

@@ -86,9 +86,9 @@ def _store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workspace",
         "-w",
-        default=".",
         metavar="DIR",
-        help="the workspace folder (default: the current folder)",
+        help="the workspace folder (default: the nearest folder, from here up, that has a store "
+        "in the store home; else the current folder)",
     )
     p.add_argument(
         "--home",
@@ -99,13 +99,26 @@ def _store_args(p: argparse.ArgumentParser) -> None:
 
 
 def _open_store(args: argparse.Namespace) -> Any:
-    from treesearch.store import ShadowStore
+    from treesearch.store import ShadowStore, find_workspace
 
     home = args.home or _env("TREESEARCH_HOME")
-    store = ShadowStore.open(args.workspace, home=home)
-    if store.recovered and not args.json:
-        print(f"treesearch: note: {store.recovered}", file=sys.stderr)
+    workspace = args.workspace if args.workspace is not None else find_workspace(".", home)
+    store = ShadowStore.open(workspace, home=home)
+    for note in (store.repaired, store.recovered):
+        if note:
+            print(f"treesearch: note: {note}", file=sys.stderr)
+    _say_notes(store)
     return store
+
+
+def _say_notes(store: Any, warnings: Sequence[str] = ()) -> None:
+    """Evidence of what was taken over (a dead holder's hold), and what went wrong but did not
+    stop the operation: on standard error, whatever the output format."""
+    for note in store.reclaimed:
+        print(f"treesearch: note: {note}", file=sys.stderr)
+    store.reclaimed.clear()
+    for warning in warnings:
+        print(f"treesearch: warning: {warning}", file=sys.stderr)
 
 
 def _snap_dict(snap: Any) -> dict[str, Any]:
@@ -173,11 +186,17 @@ def _print_restore(args: argparse.Namespace, result: Any) -> int:
 
 
 def _cmd_restore(args: argparse.Namespace) -> int:
-    return _print_restore(args, _open_store(args).restore(args.ref))
+    store = _open_store(args)
+    result = store.restore(args.ref)
+    _say_notes(store, result.warnings)
+    return _print_restore(args, result)
 
 
 def _cmd_undo(args: argparse.Namespace) -> int:
-    return _print_restore(args, _open_store(args).undo())
+    store = _open_store(args)
+    result = store.undo()
+    _say_notes(store, result.warnings)
+    return _print_restore(args, result)
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
@@ -267,20 +286,32 @@ def _parse_size(text: str) -> int:
 def _cmd_gc(args: argparse.Namespace) -> int:
     import dataclasses
 
-    result = _open_store(args).gc(
+    store = _open_store(args)
+    result = store.gc(
         keep_last=args.keep_last,
         max_age=args.max_age,
         max_bytes=args.max_bytes,
         keep_safety=args.keep_safety,
+        safety_max_age=args.safety_max_age,
+        labelled=args.labelled,
+        drop=args.drop,
         dry_run=args.dry_run,
     )
+    _say_notes(store)
     if args.json:
-        _emit_json(dataclasses.asdict(result))
+        d = dataclasses.asdict(result)
+        d["snapshots"] = [_snap_dict(s) for s in result.snapshots]
+        _emit_json(d)
         return 0
     verb = "would drop" if result.dry_run else "dropped"
+    for s in result.snapshots:
+        created = s.created_iso[:19].replace("T", " ")
+        what = s.kind + (f" [{s.label}]" if s.label else "")
+        print(f"{verb} {_short(s.commit)}  {what:24}  {created}")
+    after = "" if result.dry_run else f" -> {result.bytes_after / 1e6:.1f} MB"
     print(
         f"{verb} {len(result.dropped)} snapshots, kept {result.kept}; "
-        f"store {result.bytes_before / 1e6:.1f} MB -> {result.bytes_after / 1e6:.1f} MB"
+        f"store {result.bytes_before / 1e6:.1f} MB{after}"
     )
     return 0
 
@@ -328,27 +359,54 @@ def _add_snap(sub: Any) -> None:
     p.set_defaults(handler=_cmd_show)
 
     p = cmds.add_parser("gc", help="drop old snapshots and unreachable objects")
-    p.add_argument("--keep-last", type=int, metavar="N", help="keep the newest N snapshots")
+    p.add_argument(
+        "--keep-last",
+        type=int,
+        metavar="N",
+        help="keep the newest N unlabelled captures (safety snapshots are not counted)",
+    )
     p.add_argument(
         "--max-age",
         type=_parse_duration,
         metavar="AGE",
-        help="drop snapshots older than AGE (e.g. 7d, 12h)",
+        help="drop unlabelled captures older than AGE (e.g. 7d, 12h)",
     )
     p.add_argument(
         "--max-bytes",
         type=_parse_size,
         metavar="SIZE",
-        help="drop the oldest snapshots until the store fits SIZE (e.g. 500M)",
+        help="then drop the oldest unlabelled captures and safety snapshots until the store "
+        "fits SIZE (e.g. 500M)",
     )
     p.add_argument(
         "--keep-safety",
         type=int,
         default=3,
         metavar="N",
-        help="always keep the newest N safety snapshots (default 3)",
+        help="never drop the newest N safety snapshots (default 3): the last restores stay "
+        "undoable",
     )
-    p.add_argument("--dry-run", action="store_true", help="say what would be dropped")
+    p.add_argument(
+        "--safety-max-age",
+        type=_parse_duration,
+        metavar="AGE",
+        help="drop safety snapshots older than AGE (beyond the newest --keep-safety)",
+    )
+    p.add_argument(
+        "--labelled",
+        action="store_true",
+        help="apply --keep-last, --max-age and --max-bytes to labelled captures too",
+    )
+    p.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        metavar="REF",
+        help="drop this snapshot (a label: every snapshot with it); repeatable",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="list what would be dropped; change nothing"
+    )
     _store_args(p)
     p.set_defaults(handler=_cmd_gc)
 

@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -466,6 +467,12 @@ class TransactionalSession:
         self._revoked: set[int] = set()
         self._rewrite_needed = False
         self._valid_lines: list[str] = []
+        # A session holds its workspace until close(): another process's search, session or
+        # restore is refused (WorkspaceBusy) instead of changing files under this one's steps.
+        # Shared with a search of this process; released if the session is dropped unclosed.
+        hold = getattr(store, "hold", None)
+        self._hold: Any = hold(f"session {session_id}") if callable(hold) else None
+        self._release = weakref.finalize(self, _release_hold, self._hold)
 
     # --- construction -----------------------------------------------------------------------------
 
@@ -485,6 +492,9 @@ class TransactionalSession:
 
         With ``path`` the session file is written at once and kept up to date record by record;
         an existing file is refused (``load`` it instead). ``messages`` start the conversation.
+        The session holds the workspace until ``close()``: a session, search or restore of it
+        in another process raises ``WorkspaceBusy`` meanwhile (and so does this one, at once,
+        if another process holds it).
         """
         if timeout <= 0:
             raise SessionError(f"timeout must be > 0 seconds, got {timeout}")
@@ -654,6 +664,16 @@ class TransactionalSession:
             raise SessionError("a second header")
         else:
             raise SessionError(f"unknown record type {kind!r}")
+
+    def close(self) -> None:
+        """Release the workspace (the session file stays; ``load`` resumes it). Idempotent."""
+        self._release()
+
+    def __enter__(self) -> TransactionalSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # --- conversation -----------------------------------------------------------------------------
 
@@ -1156,6 +1176,11 @@ class TransactionalSession:
 
 
 # --- module helpers -------------------------------------------------------------------------------
+
+
+def _release_hold(hold: Any) -> None:
+    if hold is not None:
+        hold.release()
 
 
 def _capture(store: SessionStore, meta: dict[str, Any], what: str) -> _SnapshotLike:

@@ -395,6 +395,7 @@ class Controller:
         except Exception as exc:  # noqa: BLE001 - a strategy that cannot even be built fails
             result = AgentResult(AgentStatus.FAILED, reason=f"{type(exc).__name__}: {exc}")
         timing.agent = time.perf_counter() - t
+        session.close()  # its workspace hold (the search's own hold goes on)
         if left is not None and self.time_left() == 0:
             raise _OutOfTime  # the agent was cut at the budget: no result to record
         transcript_rel = None

@@ -16,6 +16,7 @@ error class per operation here and nowhere else.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -41,8 +42,10 @@ from treesearch.errors import (
     StoreError,
     StoreLocationError,
     StoreLockedError,
+    WorkspaceBusy,
 )
-from treesearch.store._fs import SafeTree, UnsafePathError
+from treesearch.store import _init
+from treesearch.store._fs import SafeTree, UnsafePathError, atomic_write
 from treesearch.store._git import (
     BlobReader,
     GitFailed,
@@ -53,6 +56,8 @@ from treesearch.store._git import (
     git_executable,
     isolated_env,
 )
+from treesearch.store._hold import WorkspaceHold, acquire_hold
+from treesearch.store._retention import GcPolicy, named_for_drop, plan_gc, pressure_order
 from treesearch.store._walk import (
     MODE,
     MTIME,
@@ -197,6 +202,8 @@ class GcResult:
     bytes_before: int
     bytes_after: int
     dry_run: bool = False
+    snapshots: tuple[Snapshot, ...] = ()
+    """The dropped (or, with ``dry_run``, to be dropped) snapshots, newest first."""
 
 
 @dataclass
@@ -224,11 +231,9 @@ class _State:
         return cls(int(data.get("generation", 0)), data.get("last"), data.get("undo"))
 
     def save(self, path: Path) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(
-            json.dumps({"generation": self.generation, "last": self.last, "undo": self.undo})
+        atomic_write(
+            path, json.dumps({"generation": self.generation, "last": self.last, "undo": self.undo})
         )
-        os.replace(tmp, path)
 
 
 @dataclass
@@ -302,6 +307,10 @@ class ShadowStore:
         self.fixed_dates = False
         """Date new snapshots a millisecond after the previous one, not by the clock, so the
         same operations give the same commit ids (a search sets it: see ``fixed_commit_date``)."""
+        self.repaired: str | None = None
+        """What ``open`` repaired in a store left damaged (e.g. by a kill while it was created)."""
+        self.reclaimed: list[str] = []
+        """Workspace holds taken over from processes that died holding them (the evidence)."""
 
     # ------------------------------------------------------------------ opening
 
@@ -381,33 +390,29 @@ class ShadowStore:
                 "give the store home the snapshots were taken with (--home or TREESEARCH_HOME)"
             )
         self._init_store()
+        _init.sweep_temps(store)
         if (store / "journal.json").exists():
-            self.recovered = self.recover()
+            try:
+                with self.hold("recovering an interrupted restore"):
+                    self.recovered = self.recover()
+            except WorkspaceBusy:
+                pass  # a live holder: its restore is in flight, or its next restore recovers
         return self
 
     def _init_store(self) -> None:
-        marker = self.path / "workspace"
-        if marker.exists():
-            recorded = marker.read_text(encoding="utf-8", errors="surrogateescape")
-            if recorded != str(self.workspace):
-                raise StoreLocationError(
-                    f"store {self.path} belongs to workspace {recorded}, not {self.workspace}"
-                )
+        expected = {
+            "git/config": _CONFIG.format(hooks=self.path / "no-hooks"),
+            "git/info/attributes": _ATTRIBUTES,
+            "format": f"{STORE_FORMAT}\n",
+        }
+        if _init.marker_problem(self.path, self.workspace, expected) is None:
             return
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             with self.lock():
-                if marker.exists():
-                    return
-                env = isolated_env(GIT_DIR=str(self.git_dir))
-                self._git.run(["init", "--quiet", "--template="], env=env, cwd=self.path)
-                hooks = self.path / "no-hooks"
-                hooks.mkdir(exist_ok=True)
-                (self.git_dir / "config").write_text(_CONFIG.format(hooks=hooks))
-                (self.git_dir / "info").mkdir(exist_ok=True)
-                (self.git_dir / "info" / "attributes").write_text(_ATTRIBUTES)
-                (self.path / "format").write_text(f"{STORE_FORMAT}\n")
-                marker.write_text(str(self.workspace), encoding="utf-8", errors="surrogateescape")
+                self.repaired = _init.create_or_repair(
+                    self.path, self.workspace, self._git, expected
+                )
         except GitFailed as exc:
             raise StoreError(f"cannot create the store at {self.path}: {exc.stderr}") from exc
         except OSError as exc:
@@ -468,8 +473,9 @@ class ShadowStore:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.1)
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            with contextlib.suppress(OSError):  # the holder's pid is a courtesy (full disk)
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             self._lock_depth = 1
             self._git.pass_fds = (fd,)
             self._reclaim_stale_locks()
@@ -479,6 +485,20 @@ class ShadowStore:
             self._lock_depth = 0
             self._git.pass_fds = ()
             fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def hold(self, purpose: str = "", *, command: str | None = None) -> WorkspaceHold:
+        """Hold the workspace until the returned hold is released (or its ``with`` block ends).
+
+        While held, a ``hold`` (or a restore, which takes one) of this workspace in another
+        process raises ``WorkspaceBusy`` at once, naming the holder. Re-entrant within this
+        process. ``purpose`` says what for (shown to whoever is refused); ``command`` defaults to
+        this process's command line. A record left by a holder that died is reported in
+        ``reclaimed``.
+        """
+        held = acquire_hold(self.path, self.workspace, purpose, command)
+        if held.reclaimed:
+            self.reclaimed.append(held.reclaimed)
+        return held
 
     def _reclaim_stale_locks(self) -> None:
         # We hold the flock and every git process of ours inherits it, so no live owner exists.
@@ -633,9 +653,8 @@ class ShadowStore:
         """Create a loose ref (we hold the store lock; saves a git process per snapshot)."""
         path = self.git_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path / "ref.tmp"  # outside refs/: a leftover must never look like a ref
-        tmp.write_text(oid + "\n")
-        os.replace(tmp, path)
+        # The temp file outside refs/: a leftover must never look like a ref.
+        atomic_write(path, oid + "\n", tmp_dir=self.path)
 
     def _changed(
         self,
@@ -1140,7 +1159,7 @@ class ShadowStore:
         rolled back by the next ``open``.
         """
         try:
-            with self.lock():
+            with self.hold(f"restore {ref}"), self.lock():
                 return self._restore_locked(self._resolve_locked(ref))
         except GitFailed as exc:
             raise RestoreError(_git_message("restore failed", exc)) from exc
@@ -1153,19 +1172,27 @@ class ShadowStore:
         t0 = time.perf_counter()
         if (self.path / "journal.json").exists():
             self._recover_locked()
-        scan = self._scan()
-        safety = self._capture_locked("safety", None, None, scan=scan)
-        plan = self._plan(scan, target)
         token = secrets.token_hex(4)
+        try:
+            scan = self._scan()
+            safety = self._capture_locked("safety", None, None, scan=scan)
+            plan = self._plan(scan, target)
+            if not plan.empty:
+                self._write_journal(token, target.commit, safety.commit, plan)
+        except (GitFailed, OSError) as exc:
+            raise RestoreError(
+                f"restore to {target.commit[:12]} failed before anything was changed "
+                f"({_one_line(exc)}); the workspace is as it was"
+            ) from exc
         pruned: list[str] = []
+        warnings: list[str] = []
         if not plan.empty:
-            self._write_journal(token, target.commit, safety.commit, plan)
             try:
                 pruned = self._execute(plan, token)
             except Exception as exc:
                 reason = _describe(exc)
                 try:
-                    self._rollback(token, safety, plan)
+                    self._rollback(token, safety, plan, target)
                 except Exception as exc2:  # pragma: no cover - both directions failed
                     raise RestoreError(
                         f"restore to {target.commit[:12]} failed ({reason}) and rolling back "
@@ -1176,9 +1203,23 @@ class ShadowStore:
                     f"restore to {target.commit[:12]} failed: {reason}; the workspace was "
                     "rolled back to how it was"
                 ) from exc
-            self._sync_index(plan, target.tree)
-            (self.path / "journal.json").unlink()
-        self._bump(last=target.commit, undo=safety.commit)
+            # Every file is written: the restore is complete whatever happens next. The index
+            # is only git's stat cache; if it cannot be updated (a full disk), the next scan
+            # finds the rewritten files by their changed stat data.
+            warning = self._sync_index_or_forget(plan, target.tree)
+            if warning:
+                warnings.append(warning)
+            try:
+                self._bump(last=target.commit, undo=safety.commit)
+                (self.path / "journal.json").unlink()
+            except OSError as exc:
+                raise RestoreError(
+                    f"restore to {target.commit[:12]} completed: the workspace is at it, but the "
+                    f"store could not record that ({_describe(exc)}); the next treesearch command "
+                    f"records it (`treesearch snap undo` then returns to {safety.commit[:12]})"
+                ) from exc
+        else:
+            self._bump(last=target.commit, undo=safety.commit)
         return RestoreResult(
             target=target,
             safety=safety,
@@ -1188,6 +1229,7 @@ class ShadowStore:
             created_dirs=tuple(plan.mkdirs),
             chmodded=tuple(p for p, _ in plan.chmods),
             seconds=time.perf_counter() - t0,
+            warnings=tuple(warnings),
         )
 
     def _plan(self, scan: _Scan, target: Snapshot) -> _Plan:
@@ -1290,13 +1332,10 @@ class ShadowStore:
             "safety": safety,
             "writes": [p for p, *_ in plan.writes],
         }
-        tmp = self.path / "journal.json.tmp"
-        with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
-            # No fsync: the journal guards against the process dying (SIGKILL, OOM), which
-            # leaves the page cache intact; like git's own objects, it does not claim power-loss
-            # durability.
-            json.dump(data, fh)
-        os.replace(tmp, self.path / "journal.json")
+        # Not durable: the journal guards against the process dying (SIGKILL, OOM), which
+        # leaves the page cache intact; like git's own objects, it does not claim power-loss
+        # durability.
+        atomic_write(self.path / "journal.json", json.dumps(data))
 
     def _execute(self, plan: _Plan, token: str, root: Path | None = None) -> list[str]:
         """Carry out ``plan``; returns the folders actually pruned."""
@@ -1304,6 +1343,7 @@ class ShadowStore:
             for path in plan.deletes:
                 tree.unlink(path)
             pruned = [d for d in plan.prune if tree.rmdir(d)]
+            deferred: list[tuple[str, Callable[[int], None], int]] = []
             for path, mode, oid, perm in plan.writes:
                 if mode == 0o120000:
                     tree.write_symlink(path, blobs.read(oid), token)
@@ -1315,7 +1355,17 @@ class ShadowStore:
                     with os.fdopen(os.dup(fd), "wb", buffering=1 << 20) as fh:
                         blobs.read_to(oid, fh)
 
-                tree.write_file(path, fill, perm, token)
+                # In the workspace a journal is on record: on a full disk, the old file may go
+                # first (the safety snapshot holds it; recovery redoes the write after a kill),
+                # and a file that still finds no room is written again after the others.
+                try:
+                    tree.write_file(path, fill, perm, token, make_room=root is None)
+                except OSError as exc:
+                    if root is not None or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                        raise
+                    deferred.append((path, fill, perm))
+            for path, refill, perm in deferred:
+                tree.write_file(path, refill, perm, token, make_room=True)
             for path, perm in plan.chmods:
                 tree.chmod(path, perm)
             for d in plan.mkdirs:
@@ -1356,13 +1406,33 @@ class ShadowStore:
             self._stat_cache = cache
             self._tree = tree
 
-    def _rollback(self, token: str, safety: Snapshot, plan: _Plan) -> None:
+    def _sync_index_or_forget(self, plan: _Plan, tree: TreeHash) -> str | None:
+        """``_sync_index`` after the files are written; a failure (a full disk) only costs the
+        cache: it is forgotten, and the warning says so."""
+        try:
+            self._sync_index(plan, tree)
+            return None
+        except (GitFailed, OSError) as exc:
+            self._forget_index()
+            return (
+                f"the store's index could not be updated ({_one_line(exc)}); the next "
+                "capture checks the restored files again"
+            )
+
+    def _rollback(self, token: str, safety: Snapshot, plan: _Plan, target: Snapshot) -> None:
         self._cleanup_temps(token, [p for p, *_ in plan.writes])
         self._forget_index()
-        scan = self._scan()
+        try:
+            scan = self._scan()
+        except (GitFailed, OSError):
+            # The scan writes the index, which a full disk refuses. Without it: every path that
+            # differs between the safety and the target was in the plan, and going back from
+            # the target's tree rewrites each of them (done or not) to its safety state.
+            self._forget_index()
+            scan = _Scan(target.tree, self._walk(), 0, 0.0)
         back = self._plan(scan, safety)
         self._execute(back, token)
-        self._sync_index(back, safety.tree)
+        self._sync_index_or_forget(back, safety.tree)
         with contextlib.suppress(FileNotFoundError):
             (self.path / "journal.json").unlink()
 
@@ -1399,7 +1469,7 @@ class ShadowStore:
             try:
                 plan = self._plan(self._scan(), snap)
                 self._execute(plan, token)
-                self._sync_index(plan, snap.tree)
+                self._sync_index_or_forget(plan, snap.tree)
             except (RestoreError, OSError, GitFailed):
                 self._cleanup_temps(token, [p for p, *_ in plan.writes])
                 self._forget_index()
@@ -1593,28 +1663,37 @@ class ShadowStore:
         max_bytes: int | None = None,
         protect: Iterable[str] = (),
         keep_safety: int = 3,
+        safety_max_age: float | None = None,
+        labelled: bool = False,
+        drop: Iterable[str] = (),
         dry_run: bool = False,
     ) -> GcResult:
-        """Drop old snapshots and their unreachable objects.
+        """Drop old snapshots and their unreachable objects (see ``_retention`` for the rules).
 
-        Retention: keep the newest ``keep_last`` snapshots, drop those older than ``max_age``
-        seconds, then drop the oldest until the objects fit ``max_bytes``. Never dropped: pinned
-        snapshots, those named in ``protect``, the newest ``keep_safety`` safety snapshots, the
-        last snapshot and the one ``undo`` returns to.
+        Unlabelled captures: keep the newest ``keep_last`` (safety snapshots are not counted),
+        drop those older than ``max_age`` seconds. Labelled captures are dropped only when named
+        in ``drop`` (a label drops every snapshot with it) or when ``labelled`` puts them under
+        the capture rules. Safety snapshots: dropped when older than ``safety_max_age``, never
+        the newest ``keep_safety``. Then, with ``max_bytes``, the oldest droppable snapshots go
+        until the objects fit. Never dropped: pinned snapshots, those named in ``protect``, the
+        newest snapshot, the last snapshot and the one ``undo`` returns to.
         """
+        policy = GcPolicy(keep_last, max_age, keep_safety, safety_max_age, labelled)
         try:
-            with self.lock():
-                return self._gc_locked(keep_last, max_age, max_bytes, protect, keep_safety, dry_run)
+            if dry_run:
+                with self.lock():
+                    return self._gc_locked(policy, max_bytes, protect, drop, True)
+            with self.hold("gc"), self.lock():
+                return self._gc_locked(policy, max_bytes, protect, drop, False)
         except GitFailed as exc:
             raise GcError(_git_message("gc failed", exc)) from exc
 
     def _gc_locked(
         self,
-        keep_last: int | None,
-        max_age: float | None,
+        policy: GcPolicy,
         max_bytes: int | None,
         protect: Iterable[str],
-        keep_safety: int,
+        drop_refs: Iterable[str],
         dry_run: bool,
     ) -> GcResult:
         snaps = sorted(self._load_snapshots().values(), key=lambda s: s.created_at, reverse=True)
@@ -1622,28 +1701,24 @@ class ShadowStore:
         keep.update(self._resolve_locked(r).commit for r in protect)
         pins = self._run(["for-each-ref", "--format=%(objectname)", PIN_REFS]).decode().split()
         keep.update(pins)
-        keep.update(s.commit for s in [s for s in snaps if s.kind == "safety"][:keep_safety])
-        if snaps:
-            keep.add(snaps[0].commit)
-        now = time.time()
-        drop: list[Snapshot] = []
-        for i, s in enumerate(snaps):
-            if s.commit in keep:
-                continue
-            if (keep_last is not None and i >= keep_last) or (
-                max_age is not None and now - s.created_at > max_age
-            ):
-                drop.append(s)
+        resolve = self._resolve_locked
+        named = named_for_drop(snaps, drop_refs, keep, pins, lambda r: resolve(r).commit)
+        drop = plan_gc(snaps, policy, keep=keep, drop=named, now=time.time())
         before = self.disk_usage()
         if dry_run:
             return GcResult(
-                tuple(s.commit for s in drop), len(snaps) - len(drop), before, before, True
+                tuple(s.commit for s in drop),
+                len(snaps) - len(drop),
+                before,
+                before,
+                True,
+                tuple(drop),
             )
         self._drop(drop)
         self._run(["gc", "--prune=now", "--quiet"])
         after = self.disk_usage()
         if max_bytes is not None:
-            rest = [s for s in reversed(snaps) if s.commit not in keep and s not in drop]
+            rest = pressure_order(snaps, policy, keep=keep, dropped={s.commit for s in drop})
             while after > max_bytes and rest:
                 batch = rest[: max(1, len(rest) // 4)]
                 rest = rest[len(batch) :]
@@ -1651,7 +1726,14 @@ class ShadowStore:
                 drop.extend(batch)
                 self._run(["gc", "--prune=now", "--quiet"])
                 after = self.disk_usage()
-        return GcResult(tuple(s.commit for s in drop), len(snaps) - len(drop), before, after)
+        return GcResult(
+            tuple(s.commit for s in drop),
+            len(snaps) - len(drop),
+            before,
+            after,
+            False,
+            tuple(drop),
+        )
 
     def _drop(self, snaps: Sequence[Snapshot]) -> None:
         if not snaps:
@@ -1834,6 +1916,12 @@ def _git_message(what: str, exc: GitFailed) -> str:
         if "open(" in line or "Permission denied" in line or "unable to" in line.lower():
             return f"{what}: {line.strip()}"
     return f"{what}: {text.splitlines()[-1] if text else ''}".strip()
+
+
+def _one_line(exc: BaseException) -> str:
+    """The last line of ``_describe``: messages stay on one line."""
+    lines = [line.strip() for line in _describe(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
 
 
 def _describe(exc: BaseException) -> str:

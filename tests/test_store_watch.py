@@ -342,3 +342,117 @@ def test_a_forked_child_does_not_take_the_parents_events(tmp_path: Path) -> None
     assert store.materialize(snap.commit, tmp_path / "copy") and (
         (tmp_path / "copy" / "d" / "f.txt").read_text() == "1\n"
     )
+
+
+# ---------------------------------------------------------------------------- regressions of #11
+
+
+def _replace(ws: Path, kind: str) -> None:
+    """Put something the snapshot does not hold where the snapshot has ``d/x.txt`` / ``f.txt``."""
+    if kind == "folder replaced by a link":
+        shutil.rmtree(ws / "d")
+        os.symlink("elsewhere", ws / "d")
+    elif kind == "file replaced by a link":
+        (ws / "f.txt").unlink()
+        os.symlink("elsewhere", ws / "f.txt")
+    else:  # a FIFO in place of the file, then deleted (a restore refuses to overwrite a FIFO)
+        (ws / "f.txt").unlink()
+        os.mkfifo(ws / "f.txt")
+
+
+@pytest.mark.parametrize(
+    "kind", ["folder replaced by a link", "file replaced by a link", "FIFO in place of a file"]
+)
+def test_deleting_a_file_a_restore_just_wrote_is_captured(
+    tmp_path: Path, kind: str, watch_mode: bool
+) -> None:
+    """Regression (#11): with the watcher, a file a restore wrote where the walker had recorded
+    something else, deleted again, stayed in the next capture (the restore updated the stat cache
+    but not the walker's folder records), and the next restore to the same snapshot wrote nothing.
+    """
+    ws = tmp_path / "ws"
+    (ws / "d").mkdir(parents=True)
+    (ws / "d" / "x.txt").write_text("x\n")
+    (ws / "f.txt").write_text("f\n")
+    (ws / "keep.txt").write_text("k\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    first = store.capture()
+    _replace(ws, kind)
+    store.capture()
+    if kind == "FIFO in place of a file":
+        (ws / "f.txt").unlink()
+    for _ in range(3):
+        store.restore(first.commit)
+        assert (ws / "d" / "x.txt").read_text() == "x\n" and (ws / "f.txt").read_text() == "f\n"
+        gone = "d/x.txt" if kind.startswith("folder") else "f.txt"
+        (ws / gone).unlink()
+        snap = store.capture()
+        assert gone not in {e.path for e in store.files(snap.commit)}, "a deleted file captured"
+        again = store.restore(first.commit)
+        assert again.written == (gone,) and (ws / gone).exists()
+        _replace(ws, kind)
+        store.capture()
+        if kind == "FIFO in place of a file":
+            (ws / "f.txt").unlink()
+
+
+def _mmap_write(path: Path, data: bytes) -> None:
+    import mmap
+
+    with open(path, "r+b") as fh, mmap.mmap(fh.fileno(), 0) as mm:
+        mm[: len(data)] = data
+        mm.flush()
+
+
+def test_a_restores_safety_snapshot_holds_writes_no_event_reports(
+    tmp_path: Path, watch_mode: bool
+) -> None:
+    """Regression (#11): with the watcher, a write through a hard link made after the last scan,
+    or through a shared mmap, reports no event; the safety snapshot missed it and undo brought
+    back the older version. The safety scan now checks every file's stat data."""
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    (ws / "d").mkdir(parents=True)
+    outside.mkdir()
+    (ws / "d" / "linked.txt").write_text("linked 1\n")
+    (ws / "mapped.txt").write_text("mapped 1\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    first = store.capture()
+    (ws / "d" / "linked.txt").write_text("linked 2\n")
+    (ws / "mapped.txt").write_text("mapped 2\n")
+    time.sleep(0.1)  # out of the racy window: only stat data can tell the next change
+    store.capture()
+    time.sleep(0.1)
+    os.link(ws / "d" / "linked.txt", outside / "link")
+    (outside / "link").write_text("linked 3\n")
+    _mmap_write(ws / "mapped.txt", b"mapped 3\n")
+    on_disk = {"d/linked.txt": b"linked 3\n", "mapped.txt": b"mapped 3\n"}
+    res = store.restore(first.commit)
+    store.materialize(res.safety.commit, tmp_path / "safety")
+    for rel, data in on_disk.items():
+        assert (tmp_path / "safety" / rel).read_bytes() == data, f"safety snapshot missed {rel}"
+    store.undo()
+    for rel, data in on_disk.items():
+        assert (ws / rel).read_bytes() == data
+
+
+def test_a_write_through_a_new_hard_link_inside_the_workspace_is_captured(
+    tmp_path: Path, watch_mode: bool
+) -> None:
+    """A hard link made inside the workspace after the last scan: a later write through it
+    changes the other name too, in a folder that gets no event (the walk that meets the new link
+    checks every file's stat data, and that folder is then listed on every scan)."""
+    ws = tmp_path / "ws"
+    (ws / "a").mkdir(parents=True)
+    (ws / "b").mkdir()
+    (ws / "a" / "one.txt").write_text("one 1\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    store.capture()
+    time.sleep(0.1)
+    os.link(ws / "a" / "one.txt", ws / "b" / "two.txt")
+    store.capture()
+    time.sleep(0.1)
+    (ws / "b" / "two.txt").write_text("one 2\n")  # same size: only stat data tell
+    snap = store.capture()
+    store.materialize(snap.commit, tmp_path / "copy")
+    assert (tmp_path / "copy" / "a" / "one.txt").read_text() == "one 2\n"
+    assert (tmp_path / "copy" / "b" / "two.txt").read_text() == "one 2\n"

@@ -198,24 +198,33 @@ class Walker:
         an oversize file, which may have shrunk)."""
         stale: set[str] = set()
         root = self.root
-        lstat = os.lstat
+        stat_at = os.stat
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
         checked = 0
         for rel, d in self.dirs.items():
-            if rel in done:
+            if rel in done or not d.files:
                 continue
             if any(s.reason == "oversize" for s in d.skipped):
                 stale.add(rel)
                 continue
-            for path, key in d.files.items():
-                checked += 1
-                try:
-                    st = lstat(root + "/" + path)
-                except OSError:
-                    stale.add(rel)
-                    break
-                if (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode) != key:
-                    stale.add(rel)
-                    break
+            try:
+                # Names relative to the folder: the kernel does not walk the whole path each time.
+                fd = os.open(root + "/" + rel if rel else root, flags)
+            except OSError:
+                stale.add(rel)
+                continue
+            cut = len(rel) + 1 if rel else 0
+            try:
+                for path, key in d.files.items():
+                    checked += 1
+                    st = stat_at(path[cut:], dir_fd=fd, follow_symlinks=False)
+                    if (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode) != key:
+                        stale.add(rel)
+                        break
+            except OSError:
+                stale.add(rel)
+            finally:
+                os.close(fd)
         self.verified = checked
         return stale
 

@@ -676,12 +676,11 @@ class ShadowStore:
         walk_start = time.time_ns()
         w = self._walk(verify)
         files = new_cache = w.files
-        force: list[str] = []
-        """Fed paths whose change git's whole-second compare could miss: removed first."""
+        force: list[str] = []  # fed paths git's whole-second compare could miss: removed first
         racy_known: dict[str, str] = {}
         if cache is None:
             index_paths, feed, force, racy_known = self._compare_index(files)
-            hashed = len(feed) - len(force)
+            hashed = len(feed)
         else:
             if w.touched is not None:
                 # An incremental walk says which paths can differ (those in re-listed folders).
@@ -761,8 +760,6 @@ class ShadowStore:
                 self._oids[p] = oid
         self._scanned_at = walk_start
         self._tree = tree
-        if hashed < 0:
-            hashed = 0  # unknown in a fresh process (git's stat cache decided); counted from now on
         return _Scan(tree, w, hashed, time.perf_counter() - t0)
 
     def _compare_index(

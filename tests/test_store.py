@@ -1006,16 +1006,18 @@ s.materialize(snap.commit, sys.argv[3])
 """
 
 
+@pytest.mark.parametrize("age", ["an old file", "a file just written"])
 @pytest.mark.parametrize("capturer", ["same store", "fresh process"])
 def test_capture_sees_a_same_size_edit_that_put_the_old_mtime_back(
-    tmp_path: Path, workspace: Path, home: Path, capturer: str
+    tmp_path: Path, workspace: Path, home: Path, capturer: str, age: str
 ) -> None:
     """Regression (#11): a same-size rewrite whose old mtime is put back (``cp -p``, ``rsync -a``,
     ``tar x``) in the same second as the recorded ctime was never captured, and a later restore
     destroyed it: git compares whole seconds, and the scan judged raciness by the mtime only."""
     f = workspace / "a.txt"
     f.write_text("v00\n")
-    os.utime(f, ns=(1_600_000_000_000_000_000, 1_600_000_000_123_456_789))  # an old file
+    if age == "an old file":
+        os.utime(f, ns=(1_600_000_000_000_000_000, 1_600_000_000_123_456_789))
     store = ShadowStore.open(workspace, home=home)
     first = store.capture()
     same_second = 0
@@ -1085,6 +1087,43 @@ def test_capture_with_nothing_changed_runs_no_git_process(
     store._git.run = counting  # type: ignore[method-assign]
     again = store.capture()
     assert again.tree == first.tree and calls == []
+
+
+def test_a_new_process_compares_the_index_to_the_nanosecond_and_hashes_nothing_unchanged(
+    workspace: Path, home: Path
+) -> None:
+    """A new process reads the index's stat data (``ls-files --debug``) and compares them itself,
+    odd names included: with nothing changed, nothing is handed to git to hash."""
+    names = [b"-dash", b"new\nline", b"tab\there", b"\xff\xfe not utf-8", b"  flags: 0"]
+    for n in names:
+        (workspace / os.fsdecode(n)).write_bytes(b"content of " + n)
+    os.symlink("target", workspace / "link")
+    first = ShadowStore.open(workspace, home=home).capture()
+    time.sleep(0.1)  # past the racy window (fine timestamps) of the scan that recorded them
+    store = ShadowStore.open(workspace, home=home)
+    calls: list[list[str]] = []
+    original = store._git.run
+
+    def counting(args, **kw):  # observe (not replace) the real git runner
+        calls.append(list(args))
+        return original(args, **kw)
+
+    store._git.run = counting  # type: ignore[method-assign]
+    again = store.capture()
+    assert again.commit == first.commit
+    assert not [c for c in calls if "update-index" in c], calls
+
+
+def test_an_entry_is_racy_by_its_ctime_too() -> None:
+    """An mtime put back to an old value does not make an entry safe: a later edit in the same
+    timestamp tick as its ctime could leave every stat field as it was."""
+    from treesearch.store._stat import racy_key
+
+    now = 1_700_000_000_000_000_000
+    old = now - 86_400 * 10**9
+    assert racy_key((old + 123_456, now - 1_000_001, 4, 7, 0o100644), now)
+    assert not racy_key((old + 123_456, now - 900_000_001, 4, 7, 0o100644), now)
+    assert racy_key((now, old, 4, 7, 0o100644), now)  # an mtime set into the future
 
 
 def test_new_ignored_file_in_a_new_folder_is_classified_without_full_relisting(

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 RACY_NS = 2_000_000_000
@@ -108,6 +108,31 @@ def parse_index(
             )
         out_map[decode(path)] = (key, oid.decode())
     return out_map
+
+
+def compare_with_index(
+    files: Mapping[str, Key], entries: Mapping[str, tuple[IndexKey, str]], since: int
+) -> tuple[list[str], list[str], list[str]]:
+    """Compare a walk's ``files`` with the index's ``entries`` (``parse_index``), whose stat data
+    were recorded by a scan that started at ``since``. Returns the changed paths, those of them
+    git could take for unchanged (to force, see ``git_may_miss``), and the unchanged racy paths
+    (to check by content)."""
+    changed: list[str] = []
+    force: list[str] = []
+    racy: list[str] = []
+    for p, key in files.items():
+        entry = entries.get(p)
+        if entry is None:
+            changed.append(p)
+            continue
+        now = index_key(key)
+        if now != entry[0]:
+            changed.append(p)
+            if git_may_miss(entry[0], now):
+                force.append(p)
+        elif racy_key(key, since):
+            racy.append(p)
+    return changed, force, racy
 
 
 def read_scan_time(path: Path, index: Path) -> int:

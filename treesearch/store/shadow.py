@@ -52,6 +52,7 @@ from treesearch.store._git import (
     isolated_env,
 )
 from treesearch.store._stat import (
+    compare_with_index,
     git_may_miss,
     index_key,
     parse_index,
@@ -775,21 +776,7 @@ class ShadowStore:
             listed = self._run(["ls-files", "-z"])
             return {_fs(p) for p in listed.split(b"\0") if p}, paths, paths, {}
         since = read_scan_time(self.path / "scan-time", self.path / "index")
-        changed: list[str] = []
-        force: list[str] = []
-        racy: list[str] = []
-        for p, key in files.items():
-            entry = entries.get(p)
-            if entry is None:
-                changed.append(p)
-                continue
-            now = index_key(key)
-            if now != entry[0]:
-                changed.append(p)
-                if git_may_miss(entry[0], now):
-                    force.append(p)
-            elif racy_key(key, since):
-                racy.append(p)
+        changed, force, racy = compare_with_index(files, entries, since)
         oids = {p: entries[p][1] for p in racy}
         unverified = self._unverified(racy, files, oids)
         known = {p: oids[p] for p in set(racy).difference(unverified)}

@@ -142,7 +142,11 @@ for r in range(rounds):
             check("the workspace after the restore", on_disk(), want)
         for i in range(rng.randint(1, 3) if role == "edit" else 1):
             if role == "edit":
-                edit(r * 10 + i)
+                if edit(r * 10 + i) == "link":
+                    # A capture must meet a new link before it goes: a link made, written
+                    # through and removed between two scans is seen by a restore's safety scan
+                    # only (README, "what inotify does not report").
+                    break
             else:  # an agent's edit
                 fs = files()
                 f = rng.choice(fs) if fs and rng.random() < 0.7 else ws / f"agent{r}.py"

@@ -69,7 +69,7 @@ class _Ops:
                 "create", "create", "modify", "modify_same_size", "delete", "mkdir", "mkdir_deep",
                 "rmtree", "rename_file", "rename_dir", "dir_to_file", "symlink", "chmod",
                 "move_in", "move_out", "hardlink_write", "utime_dir", "gitignore", "build",
-                "nested_repo",
+                "nested_repo", "link_inside", "link_out_write",
             ]
         )  # fmt: skip
         d = rng.choice(dirs)
@@ -127,12 +127,27 @@ class _Ops:
             link = self.outside / "hardlink"
             if link.stat().st_nlink > 1:
                 link.write_text(f"through the other link {n}")
+        elif op == "link_inside" and files:
+            f = rng.choice(files)
+            if f.is_file() and not f.is_symlink():
+                # A later write through either name changes both. (A new link in an ignored
+                # folder is like one from outside: only a verifying walk sees it.)
+                to = rng.choice([x for x in dirs if "build" not in x.relative_to(self.ws).parts])
+                os.link(f, to / f"hl{n}")
+        elif op == "link_out_write" and files:
+            # A new link from outside, written through at once: no event reports it.
+            f = rng.choice(files)
+            if f.is_file() and not f.is_symlink():
+                os.link(f, self.outside / f"new-link{n}")
+                (self.outside / f"new-link{n}").write_text(f"through a new outside link {n}")
         elif op == "utime_dir":
             os.utime(d, ns=(1, 1_000_000_000 * n))
         elif op == "gitignore":
             (d / ".gitignore").write_text(f"# {n}\n")
         elif op == "build":
             b = self.ws / "build"
+            if b.is_symlink() or b.is_file():
+                b.unlink()  # a folder turned into a file earlier
             b.mkdir(exist_ok=True)
             (b / f"out{n}.o").write_text("ignored")
             (b / "keep.txt").write_text(f"tracked {n}")
@@ -167,7 +182,11 @@ def test_incremental_walk_matches_a_full_walk_after_random_edits(tmp_path: Path,
             got = walker.full()
         else:
             try:
-                got = walker.update(changes.dirty, changes.fresh)
+                # Only a verifying walk (a restore's safety scan) sees a write through a link
+                # made from outside since the last walk, or through one made and gone again.
+                gone = {"delete", "rename_dir", "rmtree", "dir_to_file", "move_out"}
+                verify = "link_out_write" in done or ("link_inside" in done and gone & set(done))
+                got = walker.update(changes.dirty, changes.fresh, verify=verify)
                 incremental += 1
                 # Every path that differs from the last walk is among those it says it touched.
                 differ = {

@@ -303,7 +303,9 @@ def _count_git(store: ShadowStore) -> list[list[str]]:
     return calls
 
 
-def test_files_a_restore_just_wrote_are_checked_by_hashing_not_by_git(tmp_path: Path) -> None:
+def test_files_a_restore_just_wrote_are_checked_by_hashing_not_by_git(
+    tmp_path: Path, watch_mode: bool
+) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("one\n")
@@ -319,7 +321,9 @@ def test_files_a_restore_just_wrote_are_checked_by_hashing_not_by_git(tmp_path: 
     assert again.tree == first.tree and calls == []
 
 
-def test_a_same_size_edit_right_after_a_restore_is_captured(tmp_path: Path) -> None:
+def test_a_same_size_edit_right_after_a_restore_is_captured(
+    tmp_path: Path, watch_mode: bool
+) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("one\n")
@@ -336,7 +340,7 @@ def test_a_same_size_edit_right_after_a_restore_is_captured(tmp_path: Path) -> N
         assert (tmp_path / f"check{i}" / "a.txt").read_text() == f"x{i:02d}\n", files
 
 
-def test_a_forked_child_does_not_take_the_parents_events(tmp_path: Path) -> None:
+def test_a_forked_child_does_not_take_the_parents_events(tmp_path: Path, watch_mode: bool) -> None:
     ws = tmp_path / "ws"
     (ws / "d").mkdir(parents=True)
     (ws / "e").mkdir()

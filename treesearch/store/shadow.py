@@ -289,8 +289,6 @@ class ShadowStore:
         self._oids: dict[str, str] = {}
         """Blob ids of some recent paths (written by a restore, or changed by a capture): a racy
         file whose content still hashes to its id needs no git process to be checked."""
-        self._unstated: set[str] = set()
-        """Paths whose index entry carries no stat data (a restore wrote it): git hashes them."""
         self._rules_cache: dict[str, IgnoreRules] | None = None
         self._signature: Any = None
         self._snapshots: dict[str, Snapshot] | None = None
@@ -490,7 +488,6 @@ class ShadowStore:
         """The in-memory view of the index is no longer known to be right."""
         self._stat_cache = None
         self._tree = None
-        self._unstated = set()
 
     def _bump(self, **changes: str | None) -> None:
         for key, value in changes.items():
@@ -702,15 +699,13 @@ class ShadowStore:
                 new_cache,
                 self._oids,
             )
-            unstated = self._unstated
+            # (Forcing costs no extra process: the paths go on the same command line.)
             force = [
                 p
                 for p in changed
-                if p in cache
-                and p not in unstated
-                and git_may_miss(index_key(cache[p]), index_key(new_cache[p]))
+                if p in cache and git_may_miss(index_key(cache[p]), index_key(new_cache[p]))
             ]
-            force += [p for p in recent if p not in unstated]
+            force += recent
             feed = sorted(set(changed).union(recent))
             hashed = len(changed)
         stale = index_paths.difference(files)
@@ -740,7 +735,6 @@ class ShadowStore:
                 [*bulk, "update-index", *first, "--add", "--remove", "--replace", "-z", "--stdin"],
                 input=_zjoin(feed),
             )
-            self._unstated.difference_update(feed)
         if feed or stale or tree is None:
             tree = TreeHash(self._run(["write-tree"]).decode().strip())
         if feed or stale:
@@ -1376,8 +1370,6 @@ class ShadowStore:
         if records:
             self._run(["update-index", "-z", "--index-info"], input=b"".join(records))
         touched = {p for p, *_ in plan.writes} | {p for p, _ in plan.chmods}
-        self._unstated.difference_update(plan.deletes)
-        self._unstated.update(p for p, *_ in plan.writes + plan.index_modes)
         if self._walker is not None:
             # The walker's folder records must agree with the stat cache updated below.
             self._walker.wrote([*touched, *plan.deletes, *plan.prune, *plan.mkdirs])

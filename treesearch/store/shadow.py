@@ -58,9 +58,18 @@ from treesearch.store._git import (
 )
 from treesearch.store._hold import WorkspaceHold, acquire_hold
 from treesearch.store._retention import GcPolicy, named_for_drop, plan_gc, pressure_order
+from treesearch.store._stat import (
+    compare_with_index,
+    git_may_miss,
+    index_key,
+    parse_index,
+    racy_key,
+    read_scan_time,
+    write_scan_time,
+)
+from treesearch.store._stat import is_racy as _is_racy
 from treesearch.store._walk import (
     MODE,
-    MTIME,
     SIZE,
     IgnoreRules,
     NeedFullWalk,
@@ -85,13 +94,8 @@ PIN_REFS = "refs/treesearch/pins/"
 EMPTY_TREE = TreeHash("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
 _CHANGED_CAP = 5000
 _BULK_PATHS = 256
-_RACY_NS = 2_000_000_000
-"""A file modified less than this before a scan is re-checked by the next one (timestamps of a
-later change could be identical; git's index has the same "racy" problem). Two seconds: FAT keeps
-mtimes to 2 s, ext3 and HFS+ to 1 s."""
-_RACY_FINE_NS = 50_000_000
-"""The window for a timestamp with a sub-millisecond part: it comes from a filesystem with
-fine timestamps, which the kernel takes from a clock that ticks at least every 10 ms."""
+_FORCE_ARG_BYTES = 64 * 1024
+"""Paths to force (see ``_scan``) up to this size go on git's command line, else to a process."""
 _VERIFY_BYTES = 1 << 20
 """Racy files up to this size are checked by hashing them here instead of by a git process."""
 _HEX = set("0123456789abcdef")
@@ -691,13 +695,15 @@ class ShadowStore:
         paths.update(set(empty_dirs) ^ set(last.empty_dirs))
         return sorted(paths)
 
-    def _scan(self) -> _Scan:
+    def _scan(self, *, verify: bool = False) -> _Scan:
         """Bring the store's index in line with the workspace and write its tree (no snapshot).
 
         Cost with nothing changed: one ``lstat`` per file (our walk) and no git process at all.
-        Git is asked only about paths whose stat data changed since the last scan, or that were
-        modified so recently that a later change could keep the same timestamps ("racy", as in
-        git's own index); the ignore listing is reused while no folder changed.
+        Git is asked only about paths whose stat data changed since the last scan (compared to
+        the nanosecond, ``_stat.py``), or that were modified so recently that a later change could
+        keep the same timestamps ("racy", as in git's own index); the ignore listing is reused
+        while no folder changed. ``verify`` (a restore's safety scan): see every change a full
+        walk sees, also those the watcher cannot report.
         """
         t0 = time.perf_counter()
         if not (self.path / "index").exists():
@@ -707,13 +713,13 @@ class ShadowStore:
         cache, self._stat_cache = self._stat_cache, None
         tree, self._tree = self._tree, None
         walk_start = time.time_ns()
-        w = self._walk()
+        w = self._walk(verify)
         files = new_cache = w.files
+        force: list[str] = []  # fed paths git's whole-second compare could miss: removed first
+        racy_known: dict[str, str] = {}
         if cache is None:
-            out = self._run(["ls-files", "-z"])
-            index_paths = {_fs(p) for p in out.split(b"\0") if p}
-            feed = sorted(files)
-            hashed = len(files) if not index_paths else -1
+            index_paths, feed, force, racy_known = self._compare_index(files)
+            hashed = len(feed)
         else:
             if w.touched is not None:
                 # An incremental walk says which paths can differ (those in re-listed folders).
@@ -732,7 +738,15 @@ class ShadowStore:
             recent = self._unverified(
                 [p for p in self._recent if p in new_cache and cache.get(p) == new_cache[p]],
                 new_cache,
+                self._oids,
             )
+            # (Forcing costs no extra process: the paths go on the same command line.)
+            force = [
+                p
+                for p in changed
+                if p in cache and git_may_miss(index_key(cache[p]), index_key(new_cache[p]))
+            ]
+            force += recent
             feed = sorted(set(changed).union(recent))
             hashed = len(changed)
         stale = index_paths.difference(files)
@@ -748,33 +762,69 @@ class ShadowStore:
             # (bulk check-in) instead of one loose object file each: much faster cold captures.
             # A few paths stay loose objects, so small captures do not pile up tiny packs.
             bulk = ["-c", "core.bigFileThreshold=1"] if len(feed) > _BULK_PATHS else []
+            first: list[str] = []
+            if force:
+                # Out of the index first, so git hashes them whatever its own stat compare says.
+                if sum(len(p) + 3 for p in force) <= _FORCE_ARG_BYTES:
+                    first = ["--force-remove", *("./" + p for p in force), "--no-force-remove"]
+                else:
+                    self._run(
+                        ["update-index", "--force-remove", "-z", "--stdin"],
+                        input=_zjoin(sorted(force)),
+                    )
             self._run(
-                [*bulk, "update-index", "--add", "--remove", "--replace", "-z", "--stdin"],
+                [*bulk, "update-index", *first, "--add", "--remove", "--replace", "-z", "--stdin"],
                 input=_zjoin(feed),
             )
         if feed or stale or tree is None:
             tree = TreeHash(self._run(["write-tree"]).decode().strip())
+        if feed or stale:
+            write_scan_time(self.path / "scan-time", walk_start)
         self._stat_cache = new_cache
         self._recent = {
             p
-            for p in (feed if cache is None else set(feed).union(self._recent))
-            if p in new_cache and _is_racy(new_cache[p][MTIME], walk_start)
+            for p in (
+                set(feed).union(racy_known) if cache is None else set(feed).union(self._recent)
+            )
+            if p in new_cache and racy_key(new_cache[p], walk_start)
         }
         self._oids = {p: oid for p, oid in self._oids.items() if p in self._recent}
         for p in feed:
             self._oids.pop(p, None)  # git hashed it again: the id we knew may be out of date
+        for p, oid in racy_known.items():
+            if p in self._recent and p not in self._oids:
+                self._oids[p] = oid
         self._scanned_at = walk_start
         self._tree = tree
-        if hashed < 0:
-            hashed = 0  # unknown in a fresh process (git's stat cache decided); counted from now on
         return _Scan(tree, w, hashed, time.perf_counter() - t0)
 
-    def _unverified(self, paths: list[str], keys: Mapping[str, tuple[int, ...]]) -> list[str]:
+    def _compare_index(
+        self, files: Mapping[str, tuple[int, int, int, int, int]]
+    ) -> tuple[set[str], list[str], list[str], dict[str, str]]:
+        """Without a stat cache (a new process): compare the walk with the index's own stat data,
+        to the nanosecond. Returns the index's paths, the paths to feed, those to force (see
+        ``_scan``) and the racy paths whose content was found unchanged, with their blob ids."""
+        out = self._run(["ls-files", "-z", "-s", "--debug"])
+        entries = parse_index(out, _fs)
+        if entries is None:  # not the listing we know: let git hash everything again
+            paths = sorted(files)
+            listed = self._run(["ls-files", "-z"])
+            return {_fs(p) for p in listed.split(b"\0") if p}, paths, paths, {}
+        since = read_scan_time(self.path / "scan-time", self.path / "index")
+        changed, force, racy = compare_with_index(files, entries, since)
+        oids = {p: entries[p][1] for p in racy}
+        unverified = self._unverified(racy, files, oids)
+        known = {p: oids[p] for p in set(racy).difference(unverified)}
+        return set(entries), sorted(set(changed).union(unverified)), force + unverified, known
+
+    def _unverified(
+        self, paths: list[str], keys: Mapping[str, tuple[int, ...]], oids: Mapping[str, str]
+    ) -> list[str]:
         """The racy ``paths`` git must look at again: those whose blob id we do not know, or
         whose content no longer hashes to it (what git does for its own racy entries)."""
         out = []
         for p in paths:
-            oid = self._oids.get(p)
+            oid = oids.get(p)
             if (
                 oid is None
                 or keys[p][SIZE] > _VERIFY_BYTES
@@ -783,7 +833,7 @@ class ShadowStore:
                 out.append(p)
         return out
 
-    def _walk(self) -> WalkResult:
+    def _walk(self, verify: bool = False) -> WalkResult:
         """Walk the workspace; reuse the last ignore listing unless a folder or ignore file changed.
 
         With a watcher (``_watch.py``), only the folders it reports as changed are listed again;
@@ -801,7 +851,7 @@ class ShadowStore:
         # Until this walk completes, what the walker holds is unknown (a folder that cannot be
         # listed stops it half-way, after the watcher's events were consumed).
         walker, self._walker = self._walker, None
-        w = self._walk_live(walker, rules_for) if (no_rules or cached is not None) else None
+        w = self._walk_live(walker, rules_for, verify) if (no_rules or cached is not None) else None
         if w is None or walker is None:
             walker = self._new_walker(rules_for)
             w = walker.full()
@@ -825,7 +875,10 @@ class ShadowStore:
         return w
 
     def _walk_live(
-        self, walker: Walker | None, rules_for: Callable[[str], IgnoreRules | None]
+        self,
+        walker: Walker | None,
+        rules_for: Callable[[str], IgnoreRules | None],
+        verify: bool = False,
     ) -> WalkResult | None:
         """The last walk brought up to date from the watcher's events; ``None``: walk it all."""
         watch = self._watch
@@ -836,7 +889,7 @@ class ShadowStore:
             return None
         walker.rules_for = rules_for
         try:
-            w = walker.update(changes.dirty, changes.fresh)
+            w = walker.update(changes.dirty, changes.fresh, verify=verify)
         except NeedFullWalk:
             return None
         return None if watch.lost else w
@@ -1174,7 +1227,8 @@ class ShadowStore:
             self._recover_locked()
         token = secrets.token_hex(4)
         try:
-            scan = self._scan()
+            # verify: the safety snapshot must see every change, even those no event reports
+            scan = self._scan(verify=True)
             safety = self._capture_locked("safety", None, None, scan=scan)
             plan = self._plan(scan, target)
             if not plan.empty:
@@ -1389,6 +1443,9 @@ class ShadowStore:
         if records:
             self._run(["update-index", "-z", "--index-info"], input=b"".join(records))
         touched = {p for p, *_ in plan.writes} | {p for p, _ in plan.chmods}
+        if self._walker is not None:
+            # The walker's folder records must agree with the stat cache updated below.
+            self._walker.wrote([*touched, *plan.deletes, *plan.prune, *plan.mkdirs])
         if cache is not None:
             for p in plan.deletes:
                 cache.pop(p, None)
@@ -1423,13 +1480,13 @@ class ShadowStore:
         self._cleanup_temps(token, [p for p, *_ in plan.writes])
         self._forget_index()
         try:
-            scan = self._scan()
+            scan = self._scan(verify=True)
         except (GitFailed, OSError):
             # The scan writes the index, which a full disk refuses. Without it: every path that
             # differs between the safety and the target was in the plan, and going back from
             # the target's tree rewrites each of them (done or not) to its safety state.
             self._forget_index()
-            scan = _Scan(target.tree, self._walk(), 0, 0.0)
+            scan = _Scan(target.tree, self._walk(verify=True), 0, 0.0)
         back = self._plan(scan, safety)
         self._execute(back, token)
         self._sync_index_or_forget(back, safety.tree)
@@ -1467,7 +1524,7 @@ class ShadowStore:
                 continue
             plan = _Plan()
             try:
-                plan = self._plan(self._scan(), snap)
+                plan = self._plan(self._scan(verify=True), snap)
                 self._execute(plan, token)
                 self._sync_index_or_forget(plan, snap.tree)
             except (RestoreError, OSError, GitFailed):
@@ -1853,11 +1910,6 @@ def _deleted_in_place(root: Path, rel: str, w: WalkResult) -> bool:
     """A file deleted from a folder that is still a real folder (not a symlink or gone)."""
     parent = rel.rpartition("/")[0]
     return parent in w.dir_mtimes and not os.path.lexists(os.path.join(root, rel))
-
-
-def _is_racy(mtime: int, scanned_at: int) -> bool:
-    """Could a change after a scan that started at ``scanned_at`` keep this mtime?"""
-    return mtime >= scanned_at - (_RACY_FINE_NS if mtime % 1_000_000 else _RACY_NS)
 
 
 def _blob_id(root: Path, rel: str, key: tuple[int, ...]) -> str | None:

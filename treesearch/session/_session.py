@@ -33,7 +33,7 @@ from treesearch.session._log import (
     snapshot_records,
 )
 from treesearch.session._store import SessionStore, capture, release_hold, summary
-from treesearch.session._tools import BUILTIN_TOOLS, execute, to_call
+from treesearch.session._tools import BUILTIN_TOOLS, run_calls, to_call
 from treesearch.session._values import (
     Observation,
     Rewind,
@@ -278,47 +278,14 @@ class TransactionalSession(History):
             )
             started, t0 = time.time(), time.monotonic()
             before = capture(self.store, self._meta(index, "before"), f"step {index}")
-            observations: list[Observation] = []
-            failed_at: int | None = None
-            for call in calls:
-                if failed_at is not None and stop:
-                    observations.append(
-                        Observation(
-                            call.id,
-                            call.name,
-                            False,
-                            f"skipped: call {failed_at} of this step failed",
-                            error="skipped",
-                        )
-                    )
-                    continue
-                obs = execute(call, table, env)
-                observations.append(obs)
-                if not obs.ok and failed_at is None:
-                    failed_at = len(observations)
+            observations, failed_at = run_calls(calls, table, env, stop=stop)
             self._check_revoked()
             ok = failed_at is None
             rolled_back = False
             rolled_back_tree: TreeHash | None = None
-            if not ok and rollback_on_error:
-                res = self._restore(before.tree, f"rolling back step {index}")
-                attempt = TreeHash(res.safety.tree)
-                rolled_back = attempt != before.tree
-                rolled_back_tree = attempt if rolled_back else None
-                if rolled_back:
-                    undone = summary(self.store, before.tree, attempt).name_status
-                    listing = undone.replace("\t", " ").replace("\n", ", ")
-                    msg = (
-                        f"[step {index} failed and was rolled back: the workspace is as it was "
-                        f"before the step; undone: {listing}]"
-                    )
-                else:
-                    msg = f"[step {index} failed; it had not changed the workspace]"
-                last = failed_at - 1 if failed_at is not None else len(observations) - 1
-                o = observations[last]
-                observations[last] = Observation(
-                    o.call_id, o.name, o.ok, f"{o.content}\n{msg}", o.error, o.seconds, o.data
-                )
+            if failed_at is not None and rollback_on_error:
+                rolled_back_tree = self._roll_back(index, before.tree, observations, failed_at)
+                rolled_back = rolled_back_tree is not None
                 after_tree, after_commit = before.tree, before.commit
             else:
                 after = capture(self.store, self._meta(index, "after"), f"step {index}")
@@ -385,6 +352,29 @@ class TransactionalSession(History):
             )
             self._record_step(step, [])
             return step
+
+    def _roll_back(
+        self, index: int, before: TreeHash, observations: list[Observation], failed_at: int
+    ) -> TreeHash | None:
+        """Put the tree before failed step ``index`` back on disk and say so in the failing
+        call's observation; returns the tree the step had produced (``None``: it changed
+        nothing)."""
+        res = self._restore(before, f"rolling back step {index}")
+        attempt = TreeHash(res.safety.tree)
+        if attempt != before:
+            undone = summary(self.store, before, attempt).name_status
+            listing = undone.replace("\t", " ").replace("\n", ", ")
+            msg = (
+                f"[step {index} failed and was rolled back: the workspace is as it was "
+                f"before the step; undone: {listing}]"
+            )
+        else:
+            msg = f"[step {index} failed; it had not changed the workspace]"
+        o = observations[failed_at - 1]
+        observations[failed_at - 1] = Observation(
+            o.call_id, o.name, o.ok, f"{o.content}\n{msg}", o.error, o.seconds, o.data
+        )
+        return attempt if attempt != before else None
 
     def _record_step(self, step: Step, new_messages: list[dict[str, Any]]) -> None:
         check_json(new_messages, "step messages")

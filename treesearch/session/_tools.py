@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from treesearch import sandbox
 from treesearch.errors import SessionError, ToolError
 from treesearch.session._values import Observation, ToolCall, ToolEnv, ToolFn, ToolOutcome
 
-__all__ = ["BUILTIN_TOOLS", "execute", "to_call"]
+__all__ = ["BUILTIN_TOOLS", "execute", "run_calls", "to_call"]
 
 
 def _arg(args: Mapping[str, Any], name: str, kind: type | tuple[type, ...], tool: str) -> Any:
@@ -174,3 +174,31 @@ def execute(call: ToolCall, table: Mapping[str, ToolFn], env: ToolEnv) -> Observ
     return Observation(
         call.id, call.name, out.ok, out.content, out.error, time.monotonic() - t0, dict(out.data)
     )
+
+
+def run_calls(
+    calls: Sequence[ToolCall], table: Mapping[str, ToolFn], env: ToolEnv, *, stop: bool
+) -> tuple[list[Observation], int | None]:
+    """Run ``calls`` in order; with ``stop`` the calls after a failing one are skipped.
+
+    Returns one observation per call and the 1-based number of the first failing call (``None``
+    when every call worked)."""
+    observations: list[Observation] = []
+    failed_at: int | None = None
+    for call in calls:
+        if failed_at is not None and stop:
+            observations.append(
+                Observation(
+                    call.id,
+                    call.name,
+                    False,
+                    f"skipped: call {failed_at} of this step failed",
+                    error="skipped",
+                )
+            )
+            continue
+        obs = execute(call, table, env)
+        observations.append(obs)
+        if not obs.ok and failed_at is None:
+            failed_at = len(observations)
+    return observations, failed_at

@@ -1,6 +1,7 @@
-"""apply_patch writes only inside the workspace, whatever changes under it, and leaves the
-process umask alone (real files; a concurrent actor is played deterministically by an audit hook
-that acts at the exact moment a file operation is about to happen)."""
+"""The patch applier and the sandbox's file tools write only inside the workspace, whatever
+changes under them, and leave the process umask alone (real files; a concurrent process is
+played deterministically by an audit hook that acts at the exact moment a file operation is
+about to happen)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from treesearch import sandbox
 from treesearch.agents.patch import apply_patch
 from treesearch.errors import PathEscapeError
 
@@ -73,6 +75,35 @@ def test_apply_patch_never_writes_outside_when_a_folder_becomes_a_symlink_after_
     assert swapped, "the patch never opened a temporary file: the test did not run its race"
     assert list(outside.iterdir()) == []
     assert (workspace / "sub.moved" / "a.txt").read_text() in ("one\n", "two\n")
+
+
+@pytest.mark.parametrize("tool", ["write_file", "replace_in_file"])
+def test_sandbox_write_never_goes_outside_when_a_folder_becomes_a_symlink_after_the_check(
+    workspace: Path, tmp_path: Path, on_event: Callable[..., None], tool: str
+) -> None:
+    # Regression: write_file and replace_in_file checked the path for symlinks, then made the
+    # folders and wrote by path: a folder swapped for a symlink meanwhile sent the file outside.
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "a.txt").write_text("one\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    swapped: list[str] = []
+
+    def swap_before_the_temp_file_opens(event: str, args: tuple[Any, ...]) -> None:
+        name = os.path.basename(_path_arg(args))
+        if event == "open" and re.fullmatch(r"\.a\.txt\..*\.tmp", name) and not swapped:
+            swapped.append(name)
+            _swap_for_symlink(workspace / "sub", outside)
+
+    on_event(swap_before_the_temp_file_opens)
+    with contextlib.suppress(PathEscapeError):  # refusing is fine; writing outside is not
+        if tool == "write_file":
+            sandbox.write_file(workspace, "sub/a.txt", "two\n")
+        else:
+            sandbox.replace_in_file(workspace, "sub/a.txt", "one", "two")
+    assert swapped, "the tool never opened a temporary file: the test did not run its race"
+    assert list(outside.iterdir()) == []
+    assert (workspace / "sub.moved" / "a.txt").read_text() == "two\n"
 
 
 def test_apply_patch_never_deletes_outside_when_a_folder_becomes_a_symlink_after_the_check(

@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -29,6 +29,7 @@ __all__ = [
     "VERSION",
     "LogRead",
     "SessionFile",
+    "child_records",
     "header_fields",
     "limits_to_json",
     "read_log",
@@ -241,3 +242,28 @@ def read_log(
     if session is None:
         raise SessionError(f"session file {file} is empty")
     return LogRead(session, valid, warnings, dropped, ends_clean)
+
+
+def child_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The records a forked child process wrote to ``path`` (``SessionFile.redirect``), read at
+    once and decoded one by one as they are taken: none when the file is missing, and a last
+    line cut short (the child was killed while writing it) is ignored. A damaged record raises
+    ``SessionError`` when it is reached."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return iter(())
+    except OSError as exc:
+        raise SessionError(f"cannot read the child's session records {path}: {exc}") from exc
+    return _decode_child_lines(text)
+
+
+def _decode_child_lines(text: str) -> Iterator[dict[str, Any]]:
+    for line in text.splitlines(keepends=True):
+        if not line.endswith("\n"):
+            break
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise SessionError(f"a damaged record from the child process: {exc}") from exc
+        yield record

@@ -9,7 +9,6 @@ in the sibling modules (see ``treesearch.session``).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import time
@@ -27,6 +26,7 @@ from treesearch.session._log import (
     FORMAT,
     VERSION,
     SessionFile,
+    child_records,
     header_fields,
     limits_to_json,
     read_log,
@@ -538,21 +538,10 @@ class TransactionalSession(History):
         """Apply the records a forked child wrote to ``path`` (``write_records_to``) and append
         them to the session file, so the child's steps are this session's steps. A last line
         cut short (the child was killed while writing it) is ignored. Returns the count taken."""
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return 0
-        except OSError as exc:
-            raise SessionError(f"cannot read the child's session records {path}: {exc}") from exc
+        records = child_records(Path(path))
         taken = 0
         with self._lock:
-            for line in text.splitlines(keepends=True):
-                if not line.endswith("\n"):
-                    break
-                try:
-                    record = json.loads(line)
-                except ValueError as exc:
-                    raise SessionError(f"a damaged record from the child process: {exc}") from exc
+            for record in records:
                 self._replay(record)
                 self._append(record)
                 taken += 1

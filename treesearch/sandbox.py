@@ -26,7 +26,6 @@ import errno
 import functools
 import os
 import resource
-import secrets
 import selectors
 import signal
 import stat
@@ -38,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
-from treesearch import lifecycle
+from treesearch import _confined, lifecycle
 from treesearch.errors import PathEscapeError, SandboxError, ToolError
 from treesearch.isolation import Isolation
 from treesearch.types import ProcessResult
@@ -561,12 +560,7 @@ def write_file(workspace: StrPath, path: StrPath, content: str) -> None:
         raise ToolError(
             f"cannot write {display}: content is not valid text ({exc.reason})"
         ) from exc
-    parent = os.path.dirname(target)
-    try:
-        os.makedirs(parent, exist_ok=True)
-    except OSError as exc:
-        raise _tool_error(display, exc) from exc
-    _atomic_write(target, data, display)
+    _atomic_write(workspace, target, data, display)
 
 
 def replace_in_file(workspace: StrPath, path: StrPath, old: str, new: str) -> None:
@@ -609,7 +603,7 @@ def replace_in_file(workspace: StrPath, path: StrPath, old: str, new: str) -> No
         raise ToolError(
             f"cannot edit {display}: new text is not valid text ({exc.reason})"
         ) from exc
-    _atomic_write(target, data, display)
+    _atomic_write(workspace, target, data, display)
 
 
 def list_dir(workspace: StrPath, path: StrPath = ".") -> list[str]:
@@ -763,8 +757,11 @@ def _count_overlapping(text: str, needle: str) -> int:
     return count
 
 
-def _atomic_write(target: str, data: bytes, display: str) -> None:
-    """Replace ``target`` by a file holding ``data``, keeping an existing file's permission bits."""
+def _atomic_write(workspace: StrPath, target: str, data: bytes, display: str) -> None:
+    """Replace ``target`` (checked by ``_resolve``) by a file holding ``data``, making missing
+    folders and keeping an existing file's permission bits (a new file gets ``0o666`` less the
+    umask, as any editor would). The write goes through folder descriptors opened without
+    following symlinks, so a folder swapped for a symlink after the check is refused, not used."""
     try:
         info: os.stat_result | None = os.lstat(target)
     except FileNotFoundError:
@@ -775,24 +772,13 @@ def _atomic_write(target: str, data: bytes, display: str) -> None:
         raise ToolError(f"{display} is a folder, not a file (use list_dir)")
     if info is not None and not stat.S_ISREG(info.st_mode):
         raise ToolError(f"refusing to write {display}: it exists and is not a regular file")
-    folder, name = os.path.split(target)
-    temp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+    root = os.path.realpath(os.fspath(workspace))
+    rel = "/".join(_relative_parts(root, target))
     try:
-        # Mode 0o666 lets the umask decide for new files, as any editor would.
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        raise _tool_error(display, exc) from exc
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            if info is not None:
-                os.fchmod(handle.fileno(), stat.S_IMODE(info.st_mode))
         # No fsync: the rename protects readers and the store against a half-written file; power
         # loss is not a failure this tool promises to survive.
-        os.replace(temp, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        if isinstance(exc, OSError):
-            raise _tool_error(display, exc) from exc
-        raise
+        _confined.write_file(root, rel, data)
+    except PathEscapeError as exc:
+        raise PathEscapeError(f"refusing to write {display}: {exc}") from exc
+    except OSError as exc:
+        raise _tool_error(display, exc) from exc

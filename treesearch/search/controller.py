@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import networkx as nx
 
@@ -27,32 +27,7 @@ from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage, exhausted, remaining
 from treesearch.search.policies import Choice, Policy
 from treesearch.session import TransactionalSession
-from treesearch.types import TreeHash
-
-
-class Store(Protocol):
-    workspace: Path
-    path: Path
-
-    def capture(self, label: str | None = None, meta: dict[str, Any] | None = None) -> Any: ...
-    def restore(self, ref: str) -> Any: ...
-    def resolve(self, ref: str) -> Any: ...
-    def diff(self, a: str, b: str | None = None, *, max_patch_bytes: int = ...) -> Any: ...
-    def diffs(self, pairs: Sequence[tuple[str, str]]) -> list[Any]: ...
-
-
-class ScorerLike(Protocol):
-    test_runs: int
-    cache_hits: int
-
-    def score(
-        self,
-        workspace: Any,
-        tree: str | None = None,
-        *,
-        parent: Any = None,
-        time_limit: float | None = None,
-    ) -> Any: ...
+from treesearch.types import SnapshotStore, StateScorer, TreeHash
 
 
 @dataclass(frozen=True)
@@ -137,10 +112,10 @@ class Controller:
     def __init__(
         self,
         *,
-        store: Store,
+        store: SnapshotStore,
         strategies: Mapping[str, Strategy],
         make_agent: Callable[[Strategy], Any],
-        scorer: ScorerLike,
+        scorer: StateScorer,
         policy: Policy,
         budget: Budget,
         seed: int = 0,
@@ -257,7 +232,7 @@ class Controller:
         if left is not None and left <= 0:
             return None
         result = self.scorer.score(self.store.workspace, tree=tree, parent=parent, time_limit=left)
-        spec = getattr(self.scorer, "search_spec", None)
+        spec = self.scorer.search_spec
         limited = left is not None and spec is not None and left < spec.timeout
         if limited and result.run.timed_out and not result.cached:
             return None  # cut by the budget, not by the spec's timeout: says nothing of the state
@@ -382,7 +357,7 @@ class Controller:
             attempt=choice.attempt,
             history=tuple(self._history(choice.path)),
             siblings=tuple(self._siblings(choice.node)),
-            test_spec=getattr(self.scorer, "search_spec", None),
+            test_spec=self.scorer.search_spec,
             run_tests=self._run_tests_tool(),
             # Beside the stores, not in one: a search of a fresh copy (workspace.copy) gets a new
             # store, and agent caches (model responses, fault localisation) are keyed by content.

@@ -16,7 +16,6 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -25,9 +24,10 @@ from treesearch.agents import AgentContext, AgentResult, AgentStatus, run_agent
 from treesearch.errors import SearchError
 from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage, exhausted, remaining
+from treesearch.search.events import apply_event, replay
 from treesearch.search.policies import Choice, Policy
 from treesearch.session import TransactionalSession
-from treesearch.types import SnapshotStore, StateScorer, TreeHash
+from treesearch.types import RunSink, SnapshotStore, StateScorer, TreeHash
 
 
 @dataclass(frozen=True)
@@ -72,38 +72,8 @@ class SearchResult:
     repeated agent error behind ``max_consecutive_errors``)."""
 
 
-EventSink = Callable[[dict[str, Any]], None]
-
-
 class _OutOfTime(Exception):
     """The wall-clock budget ran out inside an expansion: it is dropped (a resume redoes it)."""
-
-
-def apply_event(g: nx.DiGraph, ev: Mapping[str, Any], usage: Usage) -> None:
-    """Apply one ``expansion`` event to the graph and the usage counters (live and on resume)."""
-    parent, strategy = ev["parent"], ev["strategy"]
-    pd = g.nodes[parent]
-    pd["tried"][strategy] = pd["tried"].get(strategy, 0) + 1
-    usage.expansions += 1
-    usage.test_runs += int(ev.get("test_runs", 0))
-    usage.cache_hits += int(ev.get("cache_hits", 0))
-    if "elapsed" in ev:
-        usage.wall_seconds = float(ev["elapsed"])
-    else:  # a log written before elapsed time was recorded: the sum of expansion times
-        usage.wall_seconds += float(ev.get("seconds", 0.0))
-    usage.tokens += int(ev.get("tokens", 0))
-    edge = dict(ev.get("edge") or {})
-    child = ev["child"]
-    node = None
-    if ev.get("node") is not None:
-        node = dict(ev["node"])
-    failed = edge.get("status") == "failed"
-    outcome = G.add_result(g, parent, child, strategy=strategy, edge=edge, node=node, failed=failed)
-    reward = ev.get("reward")
-    if reward is not None:
-        stays = outcome in ("noop", "error")
-        path = list(ev["path"]) + ([child] if not stays and child not in ev["path"] else [])
-        G.backup(g, path, float(reward))
 
 
 class Controller:
@@ -121,12 +91,10 @@ class Controller:
         seed: int = 0,
         task: str = "",
         stop_on_perfect: bool = True,
-        emit: EventSink | None = None,
-        transcripts: Path | None = None,
+        sink: RunSink | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
         max_consecutive_errors: int | None = 3,
         isolation: Any = None,
-        on_timing: EventSink | None = None,
     ) -> None:
         self.store = store
         self.strategies = dict(strategies)
@@ -137,8 +105,9 @@ class Controller:
         self.seed = seed
         self.task = task
         self.stop_on_perfect = stop_on_perfect
-        self.emit = emit or (lambda ev: None)
-        self.transcripts = transcripts
+        self.sink = sink
+        """Where events, timings, transcripts and test logs go (``runs.RunDir``; ``None``:
+        nowhere). The controller writes no file itself."""
         self.on_progress = on_progress
         self.max_consecutive_errors = max_consecutive_errors
         self.isolation = isolation
@@ -152,8 +121,6 @@ class Controller:
         self.feedback: dict[str, str] = {}
         self.scores: dict[str, Any] = {}
         self.timings: list[Timing] = []
-        self.on_timing = on_timing
-        """Gets one record per expansion: where its time went (kept out of the graph)."""
         self._clock: tuple[float, float] | None = None
         """(monotonic time, wall seconds already spent) when this process started counting."""
 
@@ -180,30 +147,15 @@ class Controller:
             "cache_hits": 1 if result.cached else 0,
             "elapsed": round(self._elapsed(), 3),
         }
-        self.emit(ev)
+        self._emit(ev)
         self._write_test_log(snap.tree, result)
         self.replay([ev])
 
     def replay(self, events: Sequence[Mapping[str, Any]]) -> None:
         """Rebuild the graph from events (``root`` first, then ``expansion`` events)."""
-        for ev in events:
-            kind = ev.get("event")
-            if kind == "root":
-                self.graph = G.new_graph(
-                    ev["tree"], commit=ev["commit"], score=ev["score"], tests=ev["tests"]
-                )
-                self.feedback[ev["tree"]] = ev.get("feedback", "")
-                self.usage.test_runs += int(ev.get("test_runs", 0))
-                self.usage.cache_hits += int(ev.get("cache_hits", 0))
-                self.usage.wall_seconds = float(ev.get("elapsed", 0.0))
-            elif kind == "expansion":
-                assert self.graph is not None, "expansion before root"
-                apply_event(self.graph, ev, self.usage)
-                if ev.get("feedback") is not None:
-                    self.feedback[ev["child"]] = ev["feedback"]
-            elif kind in ("finished", "interrupted"):  # the end of an earlier process
-                spent = float(ev.get("elapsed", 0.0))
-                self.usage.wall_seconds = max(self.usage.wall_seconds, spent)
+        self.graph = replay(
+            events, graph=self.graph, usage=self.usage, feedback=self.feedback
+        ).graph
 
     # ---------------------------------------------------------------- the loop
 
@@ -324,10 +276,7 @@ class Controller:
         timing.restore = time.perf_counter() - t
 
         base = f"{k:04d}-{_safe(strategy.name)}"
-        session_file = self.transcripts / f"{base}.session.jsonl" if self.transcripts else None
-        if session_file is not None and session_file.exists():
-            # Left by an expansion that was cut short (the run is being resumed): keep it aside.
-            session_file.replace(session_file.with_name(f"{base}.aborted-{time.time_ns()}.jsonl"))
+        session_file = self.sink.session_file(base) if self.sink is not None else None
         timeout = strategy.timeout
         left = self.time_left()
         if left is not None:
@@ -374,9 +323,8 @@ class Controller:
         if left is not None and self.time_left() == 0:
             raise _OutOfTime  # the agent was cut at the budget: no result to record
         transcript_rel = None
-        if self.transcripts is not None:
-            transcript_rel = f"transcripts/{base}.json"
-            _write_json(self.transcripts / f"{base}.json", result.to_json())
+        if self.sink is not None:
+            transcript_rel = self.sink.write_transcript(base, result.to_json())
 
         t = time.perf_counter()
         # run_agent leaves disk, session and store agreeing on result.tree (it records changes
@@ -453,15 +401,15 @@ class Controller:
             "elapsed": round(self._elapsed(), 3),
             "tokens": edge["tokens"],
         }
-        self.emit(ev)
+        self._emit(ev)
         apply_event(g, ev, self.usage)
         self._note_error(ev)
         if feedback is not None:
             self.feedback[child] = feedback
         timing.bookkeeping += time.perf_counter() - t
         self.timings.append(timing)
-        if self.on_timing is not None:
-            self.on_timing(
+        if self.sink is not None:
+            self.sink.append_timing(
                 {
                     "k": k,
                     "strategy": strategy.name,
@@ -558,17 +506,13 @@ class Controller:
             )
         return out
 
+    def _emit(self, ev: dict[str, Any]) -> None:
+        if self.sink is not None:
+            self.sink.append(ev)
+
     def _write_test_log(self, tree: str, result: Any) -> None:
-        if self.transcripts is None:
-            return
-        folder = self.transcripts.parent / "tests"
-        folder.mkdir(exist_ok=True)
-        run = result.run
-        text = (
-            f"tree {tree}\ncommand {run.command}\n{run.summary()}"
-            f"{' (cached)' if result.cached else ''}\n\n{run.output}\n"
-        )
-        (folder / f"{tree[:12]}.log").write_text(text, encoding="utf-8", errors="replace")
+        if self.sink is not None:
+            self.sink.write_test_log(tree, result)
 
     def _run_tests_tool(self) -> Callable[[], str]:
         def run_tests() -> str:
@@ -617,14 +561,6 @@ def _summary(result: Any) -> dict[str, Any]:
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60]
-
-
-def _write_json(path: Path, data: Any) -> None:
-    import json
-
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
-    tmp.replace(path)
 
 
 def _diffstat(d: Any) -> str:

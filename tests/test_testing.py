@@ -102,11 +102,15 @@ def test_memory_store_leaves_git_folders_alone(tmp_path: Path) -> None:
     store = make(tmp_path)
     (store.workspace / ".git").mkdir()
     (store.workspace / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (store.workspace / "sub").mkdir()
+    (store.workspace / "sub" / ".git").write_text("gitdir: ../elsewhere\n")  # a worktree's
     a = store.capture()
     (store.workspace / "extra").write_text("x")
     store.restore(a.tree)
     assert (store.workspace / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
-    assert ".git/HEAD" not in read_files(store.workspace)
+    assert (store.workspace / "sub" / ".git").read_text() == "gitdir: ../elsewhere\n"
+    files = read_files(store.workspace)
+    assert ".git/HEAD" not in files and "sub/.git" not in files
 
 
 def test_memory_store_diff_counts_lines_and_writes_a_patch(tmp_path: Path) -> None:

@@ -126,7 +126,7 @@ def _scan(folder: Path) -> _Scan:
         )
         links = sorted(d for d in os.listdir(top) if os.path.islink(os.path.join(top, d)))
         rel_top = os.path.relpath(top, base)
-        names = sorted(set(files) | set(links))
+        names = sorted((set(files) | set(links)) - {".git"})  # a worktree's .git file too
         if not names and not dirs and rel_top != "." and not _has_git(top):
             empty.append(rel_top.replace(os.sep, "/"))
         for name in names:

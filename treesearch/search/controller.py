@@ -1,10 +1,11 @@
 """The search controller: select -> restore -> run agent -> capture -> score -> backup.
 
-The controller takes its collaborators as arguments (a snapshot store, an agent factory, a scorer,
-a policy), so it can be driven by tests and by other front ends. Each expansion is written to the
-run's event log as one ``expansion`` event *after* it completed; ``apply_event`` turns events into
-graph updates, and is used both live and when resuming, so a resumed search rebuilds exactly the
-graph it had. The RNG of expansion ``k`` is derived from ``(seed, k)``, so a search that is killed
+The controller takes its collaborators as arguments (a ``SnapshotStore``, an agent factory, a
+``StateScorer``, a policy and a ``RunSink``: the protocols of ``treesearch.types``), so it can be
+driven by tests (``treesearch.testing``) and by other front ends. It writes no file itself: each
+expansion goes to the sink as one ``expansion`` event *after* it completed, with its transcript and
+test log; ``search.events.apply_event`` turns the event into graph updates, live and when resuming
+(``search.events.replay``), so a resumed search rebuilds exactly the graph it had. The RNG of expansion ``k`` is derived from ``(seed, k)``, so a search that is killed
 and resumed makes the same choices as one that was not.
 """
 

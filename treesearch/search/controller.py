@@ -21,14 +21,15 @@ from typing import Any
 
 import networkx as nx
 
-from treesearch.agents import AgentContext, AgentResult, AgentStatus, run_agent
+from treesearch.agents import Agent, AgentContext, AgentResult, AgentStatus, run_agent
 from treesearch.errors import SearchError
+from treesearch.scoring.results import ScoreResult
 from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage, exhausted, remaining
 from treesearch.search.events import apply_event, replay
 from treesearch.search.policies import Choice, Policy
 from treesearch.session import TransactionalSession
-from treesearch.types import RunSink, SnapshotStore, StateScorer, TreeHash
+from treesearch.types import Diff, RunSink, SnapshotStore, StateScorer, TreeHash
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class Controller:
         *,
         store: SnapshotStore,
         strategies: Mapping[str, Strategy],
-        make_agent: Callable[[Strategy], Any],
+        make_agent: Callable[[Strategy], Agent],
         scorer: StateScorer,
         policy: Policy,
         budget: Budget,
@@ -120,7 +121,7 @@ class Controller:
         self.graph: nx.DiGraph | None = None
         self.usage = Usage()
         self.feedback: dict[str, str] = {}
-        self.scores: dict[str, Any] = {}
+        self.scores: dict[str, ScoreResult] = {}
         self.timings: list[Timing] = []
         self._clock: tuple[float, float] | None = None
         """(monotonic time, wall seconds already spent) when this process started counting."""
@@ -178,7 +179,7 @@ class Controller:
         self.usage.wall_seconds = self._elapsed()
         return max(self.budget.wall_seconds - self.usage.wall_seconds, 0.0)
 
-    def _score(self, tree: str | None, parent: Any) -> Any:
+    def _score(self, tree: str | None, parent: ScoreResult | None) -> ScoreResult | None:
         """Score with the test run's timeout clipped to the wall time left; ``None`` when the
         wall-clock budget ran out before or during the run."""
         left = self.time_left()
@@ -511,7 +512,7 @@ class Controller:
         if self.sink is not None:
             self.sink.append(ev)
 
-    def _write_test_log(self, tree: str, result: Any) -> None:
+    def _write_test_log(self, tree: str, result: ScoreResult) -> None:
         if self.sink is not None:
             self.sink.write_test_log(tree, result)
 
@@ -543,7 +544,7 @@ def error_key(reason: str) -> str:
     return _NUMBER.sub("#", reason)
 
 
-def _summary(result: Any) -> dict[str, Any]:
+def _summary(result: ScoreResult) -> dict[str, Any]:
     """What the graph keeps of a test run: deterministic (no durations), small."""
     run = result.run
     totals = {k: v for k, v in sorted(dict(run.totals).items()) if v}
@@ -564,13 +565,13 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60]
 
 
-def _diffstat(d: Any) -> str:
+def _diffstat(d: Diff) -> str:
     ins = sum(f.added_lines for f in d.files)
     dels = sum(f.deleted_lines for f in d.files)
     return f"{len(d.files)} files, +{ins} -{dels}"
 
 
-def _diff_size(d: Any) -> int:
+def _diff_size(d: Diff) -> int:
     """Lines changed from the root (binary files count 1): ties between best nodes go to the
     smaller change."""
     return sum(f.added_lines + f.deleted_lines + (1 if f.binary else 0) for f in d.files)

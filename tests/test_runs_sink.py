@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from treesearch.app import load_run_graph
+from treesearch.errors import RunError
 from treesearch.runs import RunDir
 from treesearch.scoring.results import RunStatus, ScoreResult, TestRun
 from treesearch.search import graph as G
@@ -84,3 +87,14 @@ def test_a_search_records_its_run_only_through_the_run_directory(tmp_path: Path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs", "ws"]
     _run, g, _ = load_run_graph(run.path)
     assert G.to_json(g) == G.to_json(out.graph)
+
+
+def test_load_run_graph_says_a_log_without_its_root_is_damaged(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "r", {})
+    with pytest.raises(RunError, match="no root node yet"):
+        run.append({"event": "run_started"})
+        load_run_graph(run.path)
+    run.append({"event": "expansion", "parent": "a", "strategy": "s", "child": "b", "path": []})
+    run.close()
+    with pytest.raises(RunError, match="an expansion before its root: it is damaged"):
+        load_run_graph(run.path)

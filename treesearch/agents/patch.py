@@ -29,8 +29,8 @@ from treesearch.agents import (
     AgentCost,
     AgentResult,
     AgentStatus,
-    check_fields,
 )
+from treesearch.agents.configs import PatchConfig, agent_kwargs
 from treesearch.errors import AgentError, PathEscapeError, ToolError
 from treesearch.session import ToolCall, ToolEnv, ToolOutcome
 
@@ -666,35 +666,9 @@ class PatchAgent:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> PatchAgent:
-        """Build from ``{"patches": [...], "strip": 1, "base_dir": "..."}`` (``patch``: one)."""
-        check_fields(
-            "patch",
-            config,
-            {
-                "patches": "a list of unified diffs (inline text or file paths)",
-                "patch": "one unified diff (inline text or a file path)",
-                "strip": "an integer >= 0 (leading path components to remove, default 1)",
-                "base_dir": "a folder that relative patch paths are resolved against",
-            },
-        )
-        patches: list[str] = []
-        if "patch" in config:
-            if not isinstance(config["patch"], str):
-                raise AgentError("patch agent: field 'patch' must be a string (diff text or path)")
-            patches.append(config["patch"])
-        raw = config.get("patches", [])
-        if not isinstance(raw, list) or not all(isinstance(p, str) for p in raw):
-            raise AgentError("patch agent: field 'patches' must be a list of strings")
-        patches.extend(raw)
-        if not patches:
-            raise AgentError("patch agent: give 'patches' (a list) or 'patch' (one diff)")
-        strip = config.get("strip", 1)
-        if not isinstance(strip, int) or isinstance(strip, bool) or strip < 0:
-            raise AgentError(f"patch agent: field 'strip' must be an integer >= 0, got {strip!r}")
-        base = config.get("base_dir")
-        if base is not None and not isinstance(base, str):
-            raise AgentError("patch agent: field 'base_dir' must be a string path")
-        return cls(patches, strip=strip, base_dir=base)
+        """Build from a config mapping, checked by ``PatchConfig`` (``AgentError`` names a bad
+        field)."""
+        return cls(**agent_kwargs(PatchConfig, config))
 
     def _text(self, spec: str) -> tuple[str, str]:
         if "\n" in spec:

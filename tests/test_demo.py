@@ -89,7 +89,9 @@ def test_demo_needs_the_mutation_agent_for_the_report_fix(demo: SearchOutcome) -
     # No other strategy could have made the fix ...
     for name, s in strategies.items():
         if name not in mutation:
-            assert rel not in json.dumps(agent_config(s)), f"{name} edits {rel}: the mutation agent is not needed"
+            assert rel not in json.dumps(agent_config(s)), (
+                f"{name} edits {rel}: the mutation agent is not needed"
+            )
     # ... which the fixed copy holds, reached through an edge of the best path whose mutation
     # step made exactly that edit.
     assert fixed in (demo.workspace / rel).read_text()

@@ -117,7 +117,7 @@ def test_an_override_of_an_agent_field_is_validated_and_blamed_on_the_override(
     assert str(err.value).startswith(f"-c {override}: strategies.fix.observation_chars: must be")
     # A good override reaches the agent's constructor.
     loaded = load_config(path, ["strategies.fix.observation_chars=7"])
-    agent = build_agent(loaded.config.strategies["fix"])
+    agent = build_agent(agent_config(loaded.config.strategies["fix"]))
     assert isinstance(agent, ScriptedAgent) and agent.observation_chars == 7
 
 
@@ -151,7 +151,9 @@ def test_resolved_config_with_every_kind_validates_again_and_builds_the_same_age
     again = Config.model_validate(yaml.safe_load(yaml.safe_dump(dumped, sort_keys=False)))
     assert again == cfg
     for name, strat in again.strategies.items():
-        assert type(build_agent(strat)) is type(build_agent(cfg.strategies[name]))
+        assert type(build_agent(agent_config(strat))) is type(
+            build_agent(agent_config(cfg.strategies[name]))
+        )
         assert agent_config(strat)["kind"] == name
 
 
@@ -161,7 +163,7 @@ def test_strategy_timeout_is_the_strategys_not_the_command_agents(tmp_path: Path
     path = write(tmp_path, {"c": {**GOOD["command"], "timeout": 5, "tail_chars": 9}})
     strat = load_config(path).config.strategies["c"]
     assert strat.timeout == 5
-    agent = build_agent(strat)
+    agent = build_agent(agent_config(strat))
     assert isinstance(agent, CommandAgent) and agent.timeout is None and agent.tail_chars == 9
     assert "timeout" not in agent_config(strat)
 

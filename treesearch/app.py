@@ -247,7 +247,7 @@ def _search_held(
     controller = Controller(
         store=store,
         strategies=strategies,
-        make_agent=lambda st: build_agent(cfg.strategies[st.name]),
+        make_agent=lambda st: build_agent(st.agent),
         scorer=scorer,
         policy=make_policy(cfg.search.policy, **cfg.search.params),
         budget=Budget(**cfg.search.budget.model_dump()),

@@ -26,7 +26,19 @@ from pydantic import (
     field_validator,
 )
 
-from treesearch.agents.configs import AGENT_MODELS, STRATEGY_KEYS, AgentConfig, Number, explain
+from treesearch.agents.configs import (
+    AGENT_MODELS,
+    STRATEGY_KEYS,
+    AgentConfig,
+    CommandConfig,
+    LLMAgentConfig,
+    MutationConfig,
+    Number,
+    PatchConfig,
+    PythonConfig,
+    ScriptedConfig,
+    explain,
+)
 from treesearch.errors import AgentError, ConfigError
 from treesearch.scoring.spec import TestSpecConfig
 
@@ -176,18 +188,53 @@ class CustomStrategy(StrategyKeys):
         return {"kind": self.kind, **(self.model_extra or {})}
 
 
-def _strategy_model(agent: type[AgentConfig]) -> type[AgentConfig]:
-    """A built-in agent's model plus the strategy keys (which win over an agent field of the
-    same name, e.g. the command agent's own ``timeout``)."""
-    name = agent.__name__.removesuffix("Config").removesuffix("Agent") + "Strategy"
-    namespace = {"__module__": __name__, "__doc__": f"A strategy of kind {agent.__name__}."}
-    model: type[AgentConfig] = type(name, (StrategyKeys, agent), namespace)  # type: ignore[assignment]
-    model.shadowed = frozenset(STRATEGY_KEYS)
-    return model
+# A strategy of a built-in kind: the agent's model plus the strategy keys, which win over an agent
+# field of the same name (the command agent's own ``timeout`` is not settable from a strategy).
+
+
+class ScriptedStrategy(StrategyKeys, ScriptedConfig):
+    """A ``scripted`` strategy."""
+
+    shadowed: ClassVar[frozenset[str]] = frozenset(STRATEGY_KEYS)
+
+
+class PatchStrategy(StrategyKeys, PatchConfig):
+    """A ``patch`` strategy."""
+
+    shadowed: ClassVar[frozenset[str]] = frozenset(STRATEGY_KEYS)
+
+
+class CommandStrategy(StrategyKeys, CommandConfig):
+    """A ``command`` strategy."""
+
+    shadowed: ClassVar[frozenset[str]] = frozenset(STRATEGY_KEYS)
+
+
+class PythonStrategy(StrategyKeys, PythonConfig):
+    """A ``python`` strategy."""
+
+    shadowed: ClassVar[frozenset[str]] = frozenset(STRATEGY_KEYS)
+
+
+class LLMStrategy(StrategyKeys, LLMAgentConfig):
+    """A ``llm`` strategy."""
+
+    shadowed: ClassVar[frozenset[str]] = frozenset(STRATEGY_KEYS)
+
+
+class MutationStrategy(StrategyKeys, MutationConfig):
+    """A ``mutation`` strategy."""
+
+    shadowed: ClassVar[frozenset[str]] = frozenset(STRATEGY_KEYS)
 
 
 STRATEGY_MODELS: dict[str, type[AgentConfig]] = {
-    kind: _strategy_model(model) for kind, model in AGENT_MODELS.items()
+    "command": CommandStrategy,
+    "llm": LLMStrategy,
+    "mutation": MutationStrategy,
+    "patch": PatchStrategy,
+    "python": PythonStrategy,
+    "scripted": ScriptedStrategy,
 }
 """The built-in kinds' strategy models (agent fields plus ``STRATEGY_KEYS``)."""
 
@@ -206,9 +253,14 @@ def _strategy_tag(value: Any) -> str | None:
 
 
 StrategyConfig = Annotated[
-    Union[  # noqa: UP007 - the members are built at import time
-        tuple(Annotated[m, Tag(k)] for k, m in STRATEGY_MODELS.items())  # type: ignore[misc]
-        + (Annotated[CustomStrategy, Tag("custom")],)
+    Union[  # noqa: UP007 - a Union of Annotated members reads better than a long | chain
+        Annotated[CommandStrategy, Tag("command")],
+        Annotated[LLMStrategy, Tag("llm")],
+        Annotated[MutationStrategy, Tag("mutation")],
+        Annotated[PatchStrategy, Tag("patch")],
+        Annotated[PythonStrategy, Tag("python")],
+        Annotated[ScriptedStrategy, Tag("scripted")],
+        Annotated[CustomStrategy, Tag("custom")],
     ],
     Discriminator(_strategy_tag),
 ]

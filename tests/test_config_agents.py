@@ -203,3 +203,22 @@ def test_a_kind_registered_with_a_model_is_validated_by_it_and_one_without_passe
         ConfigError, match=r"bad\.yaml: strategies\.a: test-echo-model agent: field"
     ):
         load_config(bad)
+
+
+def test_scoring_sections_are_typed_and_errors_name_the_nested_key(tmp_path: Path) -> None:
+    base = {"workspace": {"path": str(tmp_path)}, "strategies": {"s": GOOD["scripted"]}}
+    path = tmp_path / "cfg.yaml"
+    for scoring, says in (
+        ({"grade_tests": {"comand": "pytest"}}, r"scoring\.grade_tests\.comand: unknown key "),
+        ({"grade_tests": {"reruns": 99}}, r"scoring\.grade_tests\.reruns: must be an integer"),
+        ({"cache_inputs": ["../up"]}, r"scoring\.cache_inputs: '\.\./up' must be a path relative"),
+        ({"search_tests": {"cwd": "/abs"}}, r"scoring\.search_tests\.cwd: must be a relative path"),
+    ):
+        path.write_text(yaml.safe_dump({**base, "scoring": scoring}))
+        with pytest.raises(ConfigError, match=rf"^{path}: {says}") as err:
+            load_config(path)
+        assert len(str(err.value).splitlines()) == 1
+    path.write_text(yaml.safe_dump({**base, "scoring": {"grade_tests": {"command": ["pytest"]}}}))
+    scoring = load_config(path).config.scoring
+    assert scoring.grade_tests is not None and scoring.grade_tests.to_spec().command == ("pytest",)
+    assert scoring.search_tests.to_spec().command == "python -m pytest -q"

@@ -148,6 +148,11 @@ class ScoringConfig(_Model):
     cache_inputs: tuple[str, ...] = ()
     """Globs (relative to the workspace) of files whose content is part of the cache key."""
 
+    @field_validator("search_tests", mode="before")
+    @classmethod
+    def _default_tests(cls, value: Any) -> Any:
+        return {} if value is None else value  # `search_tests:` with nothing: the defaults
+
     @field_validator("cache_inputs", mode="before")
     @classmethod
     def _inputs(cls, value: Any) -> Any:

@@ -102,6 +102,11 @@ def test_an_unknown_kind_in_a_file_lists_the_registered_kinds(tmp_path: Path) ->
     text = str(err.value)
     assert text.startswith(f"{path}: strategies.s.kind: unknown agent kind 'telepathy'"), text
     assert f"(known kinds: {', '.join(known_kinds())})" in text
+    no_kind = write(tmp_path, {"s": {"steps": []}}, "c.yaml")
+    with pytest.raises(
+        ConfigError, match=r"c\.yaml: strategies\.s\.kind: missing \(required: one of"
+    ):
+        load_config(no_kind)
     not_a_mapping = write(tmp_path, {"s": "scripted"}, "b.yaml")
     with pytest.raises(ConfigError, match=r"strategies\.s: must be a mapping with a 'kind'"):
         load_config(not_a_mapping)
@@ -219,6 +224,6 @@ def test_scoring_sections_are_typed_and_errors_name_the_nested_key(tmp_path: Pat
             load_config(path)
         assert len(str(err.value).splitlines()) == 1
     path.write_text(yaml.safe_dump({**base, "scoring": {"grade_tests": {"command": ["pytest"]}}}))
-    scoring = load_config(path).config.scoring
-    assert scoring.grade_tests is not None and scoring.grade_tests.to_spec().command == ("pytest",)
-    assert scoring.search_tests.to_spec().command == "python -m pytest -q"
+    typed = load_config(path).config.scoring
+    assert typed.grade_tests is not None and typed.grade_tests.to_spec().command == ("pytest",)
+    assert typed.search_tests.to_spec().command == "python -m pytest -q"

@@ -484,8 +484,10 @@ def _kind_error(err: dict[str, Any], blame: Any) -> str:
     value = err.get("input")
     if not isinstance(value, Mapping):
         return f"{blame(err['loc'])}: {where}: must be a mapping with a 'kind' (one of {kinds})"
-    kind = value.get("kind")
-    return f"{blame([*err['loc'], 'kind'])}: {where}.kind: unknown agent kind {kind!r} (known kinds: {kinds})"
+    at = f"{blame([*err['loc'], 'kind'])}: {where}.kind"
+    if "kind" not in value:
+        return f"{at}: missing (required: one of {kinds})"
+    return f"{at}: unknown agent kind {value['kind']!r} (known kinds: {kinds})"
 
 
 def _message(err: dict[str, Any], model: type[BaseModel] | None) -> str:

@@ -145,7 +145,7 @@ class ScoringConfig(_Model):
     ``scoring.make_score`` once the file is read)."""
     grade_score: Any = None
     """Score function of grade runs (default: ``score``)."""
-    cache_inputs: tuple[str, ...] = ()
+    cache_inputs: list[str] = Field(default_factory=list)
     """Globs (relative to the workspace) of files whose content is part of the cache key."""
 
     @field_validator("search_tests", mode="before")
@@ -159,7 +159,7 @@ class ScoringConfig(_Model):
         from treesearch.scoring.envkey import check_cache_inputs
 
         try:
-            return check_cache_inputs(value, "\0")
+            return list(check_cache_inputs(value, "\0"))
         except ConfigError as exc:
             raise ValueError(str(exc).removeprefix("\0: ")) from None
 

@@ -74,3 +74,30 @@ def test_recover_on_a_damaged_store_raises_recovery_error(tmp_path: Path) -> Non
     with pytest.raises(RecoveryError, match="packed-refs"):
         store.recover()
     assert (store.path / "journal.json").exists()  # kept for the next try
+
+
+def test_every_store_writer_goes_through_atomic_write() -> None:
+    """Regression (#13): the scan-time file and the seeded index were written by hand (temp file
+    and rename, no clean-up of a leftover). Only ``_fs.py`` may write or rename a file by path;
+    ``inventory.py`` renames a whole store folder into the trash (one rename, nothing to tear)."""
+    import ast
+
+    import treesearch.store as store_pkg
+
+    allowed = {("_fs.py", "replace"), ("_fs.py", "rename"), ("inventory.py", "rename")}
+    writers = {"replace", "rename", "write_text", "write_bytes", "copy", "copy2", "copyfile"}
+    found = []
+    for path in sorted(Path(store_pkg.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            owner = getattr(getattr(func, "value", None), "id", "")
+            if name in ("replace", "rename") and owner != "os":
+                continue  # str.replace, dataclasses.replace
+            mode = node.args[1] if name == "open" and len(node.args) > 1 else None
+            writes_by_open = isinstance(mode, ast.Constant) and set(str(mode.value)) & set("wax")
+            if (name in writers or writes_by_open) and (path.name, name) not in allowed:
+                found.append(f"{path.name}:{node.lineno} {name}")
+    assert found == []

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import stat
 import subprocess
 import time
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from treesearch.store._fs import atomic_write
 from treesearch.store._git import GitFailed, GitRunner, blob_oid, git_executable, isolated_env
 from treesearch.store._stat import (
     compare_with_index,
@@ -550,17 +550,19 @@ def seed_from_user_repo(workspace: Path, store: Path, git: GitRunner) -> None:
             oids.add(oid)
     if not oids:
         return
-    tmp_index = store / "index.seed"
-    try:
+
+    def readable(tmp_index: str) -> None:
+        # The copy must be one our git reads (no split index or sparse index links).
+        git.run(["ls-files", "-z"], env=git.with_env(GIT_INDEX_FILE=tmp_index))
+
+    with contextlib.suppress(OSError, GitFailed):
         if not _copy_objects(workspace, store, git, env, oids):
             return
-        shutil.copy2(gitdir / "index", tmp_index)
-        # The copy must be one our git reads (no split index or sparse index links).
-        git.run(["ls-files", "-z"], env=git.with_env(GIT_INDEX_FILE=str(tmp_index)))
-        os.replace(tmp_index, store / "index")
-    except (OSError, GitFailed):
-        with contextlib.suppress(FileNotFoundError):
-            tmp_index.unlink()
+        with open(gitdir / "index", "rb") as fh:
+            data = fh.read()
+            mtime = os.fstat(fh.fileno()).st_mtime_ns
+        # The copy keeps the user's index mtime: git's racy-entry checks stay right.
+        atomic_write(store / "index", data, mtime_ns=mtime, check=readable)
 
 
 def _copy_objects(

@@ -24,7 +24,7 @@ import fcntl
 import hashlib
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -102,12 +102,19 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def default_home() -> Path:
-    """``$TREESEARCH_HOME``, else ``$XDG_CACHE_HOME/treesearch``, else ``~/.cache/treesearch``."""
-    env = os.environ.get("TREESEARCH_HOME")
-    if env:
-        return Path(env).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME")
+def default_home(environ: Mapping[str, str] | None = None) -> Path:
+    """The store home when none is given: ``TREESEARCH_HOME``, else ``XDG_CACHE_HOME/treesearch``,
+    else ``~/.cache/treesearch``, the variables read from ``environ``.
+
+    The library reads no environment variable itself: ``cli.py`` passes ``os.environ``; without
+    ``environ`` (a library call), the answer is ``~/.cache/treesearch``, whatever the
+    environment says, so that a program's store never moves with a variable it did not set.
+    """
+    env = environ or {}
+    home = env.get("TREESEARCH_HOME")
+    if home:
+        return Path(home).expanduser()
+    cache = env.get("XDG_CACHE_HOME")
     base = Path(cache).expanduser() if cache else Path.home() / ".cache"
     return base / "treesearch"
 
@@ -203,12 +210,14 @@ class ShadowStore:
     ) -> ShadowStore:
         """Open (creating if needed) the store of ``workspace``.
 
-        ``home`` defaults to ``$TREESEARCH_HOME`` or the user's cache folder. ``excludes`` are
+        ``home`` defaults to ``default_home()`` (``~/.cache/treesearch``: the library reads no
+        environment variable; the command line honours ``TREESEARCH_HOME``). ``excludes`` are
         gitignore-style patterns never captured (and so never deleted by a restore);
         ``max_file_bytes`` leaves larger files out (reported in ``Snapshot.skipped``).
         ``watch``: follow changes with inotify where that is reliable (local filesystems on
-        Linux), so a scan re-lists only changed folders; ``False`` (or ``TREESEARCH_WATCH=0``)
-        checks every file on every scan, as git does without an fsmonitor.
+        Linux), so a scan re-lists only changed folders; ``False`` checks every file on every
+        scan, as git does without an fsmonitor (the command line passes ``False`` for
+        ``TREESEARCH_WATCH=0``).
         An interrupted restore found here is completed or rolled back (see ``recovered``).
         ``create=False``: a store that does not exist yet is an error naming where it was looked
         for (for commands that need existing snapshots). ``fixed_dates``: see ``fixed_dates``.

@@ -1,9 +1,12 @@
 """The catalogue of snapshots: recording them as commits, finding them again (resolve, log,
 labels), the store's small state file (last snapshot, undo target, generation), pins and gc.
 
-Every snapshot is a commit under ``refs/treesearch/snapshots/`` whose message carries what git's
-tree cannot hold (permission bits, empty folders, the label and meta); pins are refs under
-``refs/treesearch/pins/``.
+Every snapshot is a commit under ``refs/treesearch/snapshots/`` whose message carries its label,
+meta and kind; pins are refs under ``refs/treesearch/pins/``. What git's tree cannot hold
+(permission bits other than git's 644/755, empty folders) is a JSON blob of its own, named by id in
+the message (``"fsmeta"``) and kept reachable by ``refs/treesearch/meta/<id>``: snapshots with the
+same metadata share one blob, so a 0664 checkout (umask 002) costs its list of modes once, not once
+per snapshot. Snapshots of format 1 (the metadata inline in the message) are read as before.
 """
 
 from __future__ import annotations
@@ -19,15 +22,26 @@ from typing import Any
 
 from treesearch.errors import CaptureError, RefError
 from treesearch.store._fs import atomic_write
-from treesearch.store._git import GitFailed, GitRunner, date_env, fixed_commit_date
+from treesearch.store._git import (
+    BlobReader,
+    GitFailed,
+    GitRunner,
+    blob_oid,
+    date_env,
+    fixed_commit_date,
+)
 from treesearch.store._retention import GcPolicy, named_for_drop, plan_gc, pressure_order
 from treesearch.store._walk import default_mode
 from treesearch.store.values import CaptureStats, Skipped, Snapshot
 from treesearch.types import CommitId, TreeHash
 
 STORE_FORMAT = 1
+"""The store folder's layout (its ``format`` file)."""
+SNAPSHOT_FORMAT = 2
+"""Snapshot messages written now: 2 names the metadata blob; 1 (read too) held it inline."""
 SNAP_REFS = "refs/treesearch/snapshots/"
 PIN_REFS = "refs/treesearch/pins/"
+META_REFS = "refs/treesearch/meta/"
 _CHANGED_CAP = 5000
 _HEX = set("0123456789abcdef")
 
@@ -94,6 +108,10 @@ class Catalogue:
         self.state = State()
         self.gen_seen = -1
         self.snapshots: dict[str, Snapshot] | None = None
+        self.fsmeta: dict[str, str] = {}
+        """Commit id -> id of its metadata blob (format 2 snapshots that have metadata)."""
+        self._blobs: dict[str, tuple[dict[str, int], tuple[str, ...]]] = {}
+        """Metadata blob id -> (modes, empty folders): blobs never change, so never stale."""
 
     # ------------------------------------------------------------------ state
 
@@ -123,17 +141,52 @@ class Catalogue:
             out = self.run(
                 ["for-each-ref", "--format=%(objectname)%00%(tree)%00%(contents)%01", SNAP_REFS]
             )
-            snaps: dict[str, Snapshot] = {}
+            bodies: list[tuple[str, str, dict[str, Any]]] = []
             for rec in out.split(b"\x01"):
                 rec = rec.lstrip(b"\n")
                 if not rec:
                     continue
                 commit, tree, contents = rec.split(b"\0", 2)
-                snap = parse_snapshot(commit.decode(), tree.decode(), contents.decode())
-                if snap is not None:
-                    snaps[snap.commit] = snap
-            self.snapshots = snaps
+                body = _body(contents.decode())
+                if body is not None:
+                    bodies.append((commit.decode(), tree.decode(), body))
+            self._read_blobs({b["fsmeta"] for _c, _t, b in bodies if b.get("fsmeta")})
+            self.fsmeta = {c: b["fsmeta"] for c, _t, b in bodies if b.get("fsmeta")}
+            self.snapshots = {c: self._snapshot(c, t, b) for c, t, b in bodies}
         return self.snapshots
+
+    def _read_blobs(self, oids: Iterable[str]) -> None:
+        todo = [o for o in oids if o not in self._blobs]
+        if not todo:
+            return
+        with BlobReader(self.git) as reader:
+            for oid in todo:
+                data = json.loads(reader.read(oid))
+                modes = {k: int(v) for k, v in data.get("modes", {}).items()}
+                self._blobs[oid] = (modes, tuple(data.get("empty_dirs", ())))
+
+    def _snapshot(self, commit: str, tree: str, data: dict[str, Any]) -> Snapshot:
+        oid = data.get("fsmeta")
+        if oid:
+            modes, empty_dirs = self._blobs[oid]
+            modes = dict(modes)
+        else:
+            modes = {k: int(v) for k, v in (data.get("modes") or {}).items()}
+            empty_dirs = tuple(data.get("empty_dirs") or ())
+        return Snapshot(
+            tree=TreeHash(tree),
+            commit=CommitId(commit),
+            parent=data.get("parent"),
+            label=data.get("label"),
+            created_at=float(data.get("created_at", 0)),
+            kind=data.get("kind", "capture"),
+            meta=data.get("meta") or {},
+            changed=tuple(data.get("changed") or ()),
+            skipped=tuple(Skipped(*s) for s in data.get("skipped") or ()),
+            stats=None,
+            modes=modes,
+            empty_dirs=empty_dirs,
+        )
 
     def get(self, commit: str | None) -> Snapshot | None:
         return self.load().get(commit) if commit else None
@@ -231,15 +284,15 @@ class Catalogue:
         if fixed_dates:
             created = fixed_commit_date(last.created_at if last is not None else None)
             git_env = self.git.with_env(**date_env(int(created)))
+        fsmeta = self._store_fsmeta(last, modes, empty_dirs)
         body = {
-            "format": STORE_FORMAT,
+            "format": SNAPSHOT_FORMAT,
             "kind": kind,
             "label": label,
             "meta": meta,
             "parent": last.commit if last else None,
             "created_at": created,
-            "modes": modes,
-            "empty_dirs": list(empty_dirs),
+            "fsmeta": fsmeta,
             "skipped": [[s.path, s.reason, s.detail] for s in skipped],
             "changed": list(changed[:_CHANGED_CAP]),
             "changed_count": len(changed),
@@ -273,9 +326,38 @@ class Catalogue:
             empty_dirs=empty_dirs,
         )
         self.bump(last=commit)
+        if fsmeta:
+            self.fsmeta[commit] = fsmeta
         if self.snapshots is not None:
             self.snapshots[commit] = replace(snap, stats=None)
         return snap
+
+    def _store_fsmeta(
+        self, last: Snapshot | None, modes: dict[str, int], empty_dirs: tuple[str, ...]
+    ) -> str | None:
+        """The id of the blob holding ``modes`` and ``empty_dirs`` (``None``: nothing to hold),
+        written (with its ref) only when no snapshot holds the same already."""
+        if not modes and not empty_dirs:
+            return None
+        if last is not None and last.modes == modes and last.empty_dirs == empty_dirs:
+            known = self.fsmeta.get(last.commit)
+            if known:
+                return known
+        data = json.dumps(
+            {"modes": modes, "empty_dirs": list(empty_dirs)},
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=True,
+        ).encode()
+        oid = blob_oid(data)
+        # Held (object and ref) only while a snapshot names it: the loaded snapshots say which.
+        if oid not in set(self.fsmeta.values()):
+            written = self.run(["hash-object", "-w", "--stdin"], input=data).decode().strip()
+            if written != oid:  # pragma: no cover - git and blob_oid disagree on an id
+                raise CaptureError(f"the metadata blob has id {written}, expected {oid}")
+            self._write_ref(META_REFS + oid, oid)
+            self._blobs[oid] = (dict(modes), tuple(empty_dirs))
+        return oid
 
     def _write_ref(self, name: str, oid: str) -> None:
         """Create a loose ref (we hold the store lock; saves a git process per snapshot)."""
@@ -341,35 +423,28 @@ class Catalogue:
     def _drop(self, snaps: Sequence[Snapshot]) -> None:
         if not snaps:
             return
-        cmds = "".join(f"delete {SNAP_REFS}{s.commit}\n" for s in snaps)
+        dropped = {s.commit for s in snaps}
+        kept = {oid for c, oid in self.fsmeta.items() if c not in dropped}
+        unused = {self.fsmeta[c] for c in dropped if c in self.fsmeta} - kept
+        cmds = "".join(f"delete {SNAP_REFS}{c}\n" for c in sorted(dropped))
+        cmds += "".join(f"delete {META_REFS}{oid}\n" for oid in sorted(unused))
         self.run(["update-ref", "--stdin"], input=cmds.encode())
+        for oid in unused:
+            self._blobs.pop(oid, None)
         self.snapshots = None
         self.bump()
 
 
-def parse_snapshot(commit: str, tree: str, contents: str) -> Snapshot | None:
-    """The snapshot a commit message describes (``None``: not one of ours)."""
+def _body(contents: str) -> dict[str, Any] | None:
+    """The JSON body of a snapshot's commit message (``None``: not a snapshot of ours)."""
     _title, _, body = contents.partition("\n\n")
     try:
         data = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(data, dict) or data.get("format") != STORE_FORMAT:
+    if not isinstance(data, dict) or data.get("format") not in (1, SNAPSHOT_FORMAT):
         return None
-    return Snapshot(
-        tree=TreeHash(tree),
-        commit=CommitId(commit),
-        parent=data.get("parent"),
-        label=data.get("label"),
-        created_at=float(data.get("created_at", 0)),
-        kind=data.get("kind", "capture"),
-        meta=data.get("meta") or {},
-        changed=tuple(data.get("changed") or ()),
-        skipped=tuple(Skipped(*s) for s in data.get("skipped") or ()),
-        stats=None,
-        modes={k: int(v) for k, v in (data.get("modes") or {}).items()},
-        empty_dirs=tuple(data.get("empty_dirs") or ()),
-    )
+    return data
 
 
 def _ref_name(name: str) -> str:

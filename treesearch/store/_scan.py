@@ -359,8 +359,8 @@ class Scanner:
             self.walker = walker
             return w
         used = _repo_rules(walker)
-        if cached is not None and not self._signature_holds(w, used):
-            fresh = self._relist(w, used)
+        if cached is not None and not self._signature_holds(w, used, walker.relisted):
+            fresh = self._relist(w, used, walker.relisted)
             if fresh != used:
                 walker = self._new_walker(lambda rel: fresh.get(rel) or self.ignore_rules(rel))
                 w = walker.full()
@@ -404,17 +404,23 @@ class Scanner:
             str(self.workspace), rules_for, max_file_bytes=self.max_file_bytes, watch=self.watch
         )
 
-    def _signature_holds(self, w: WalkResult, repos: Mapping[str, object]) -> bool:
+    def _signature_holds(
+        self, w: WalkResult, repos: Mapping[str, object], relisted: Collection[str] | None
+    ) -> bool:
         """True when the last ignore listing still applies: no ignore file changed, and every
         folder whose mtime moved still holds the same names (a file replaced by rename moves its
-        folder's mtime but cannot make a new ignored file)."""
+        folder's mtime but cannot make a new ignored file). ``relisted``: the only folders whose
+        entries can have changed since the last walk (``None``: any)."""
         if self.signature is None:
             return False
         dirs, names, ignore_files, info = self.signature
         if w.ignore_files != ignore_files or w.dir_mtimes.keys() != dirs.keys():
             return False
         since = self.scanned_at
-        for d, mtime in w.dir_mtimes.items():
+        for d in w.dir_mtimes if relisted is None else relisted:
+            mtime = w.dir_mtimes.get(d)
+            if mtime is None:
+                continue  # listed, then dropped with a folder above it: not in either walk
             if (mtime != dirs[d] or _is_racy(mtime, since)) and w.dir_names[d] != names.get(d):
                 return False
         return bool(info == self._info_excludes(repos))
@@ -476,7 +482,9 @@ class Scanner:
                         rules.keep_dirs.add("/".join(parts[:i]))
         return rules
 
-    def _relist(self, w: WalkResult, used: dict[str, IgnoreRules]) -> dict[str, IgnoreRules]:
+    def _relist(
+        self, w: WalkResult, used: dict[str, IgnoreRules], relisted: Collection[str] | None
+    ) -> dict[str, IgnoreRules]:
         """Fresh ignore rules after folders changed: only the new entries are asked about when
         no ignore input changed (the common case: an agent created or replaced a few files)."""
         sig = self.signature
@@ -488,7 +496,7 @@ class Scanner:
         ):
             return {rel: self.ignore_rules(rel) for rel in used}
         base = used[""]
-        new_paths, new_files = _new_entries(w, sig[1], base)
+        new_paths, new_files = _new_entries(w, sig[1], base, relisted)
         if not new_paths:
             return used  # every new name is a file that was classified before
         if len(new_paths) > 512:
@@ -624,13 +632,19 @@ def user_git_dir(root: Path) -> Path | None:
 
 
 def _new_entries(
-    w: WalkResult, old_names: Mapping[str, frozenset[str]], base: IgnoreRules
+    w: WalkResult,
+    old_names: Mapping[str, frozenset[str]],
+    base: IgnoreRules,
+    relisted: Collection[str] | None,
 ) -> tuple[list[str], list[str]]:
     """Names new in re-listed folders that need classifying, and those of them that are files."""
     new_paths: list[str] = []
     new_files: list[str] = []
-    for d, names in w.dir_names.items():
+    for d in w.dir_names if relisted is None else sorted(relisted):
+        names = w.dir_names.get(d)
         before = old_names.get(d)
+        if names is None:
+            continue
         if before is None or names is before:
             continue  # a new folder (its parent lists it as new), or one not re-listed
         prefix = d + "/" if d else ""

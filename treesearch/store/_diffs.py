@@ -81,9 +81,11 @@ class Diffs:
                     path = os.fsdecode(fields[i + 1])
                     paths.add(path)
                     note_oid(path, head.split(b" ")[3].decode())
-        paths.update(p for p in set(modes) ^ set(last.modes) if p in indexed)
-        paths.update(p for p in modes if p in last.modes and modes[p] != last.modes[p])
-        paths.update(set(empty_dirs) ^ set(last.empty_dirs))
+        if modes != last.modes:  # (compared in C: the loops below run only on a change)
+            paths.update(p for p in set(modes) ^ set(last.modes) if p in indexed)
+            paths.update(p for p in modes if p in last.modes and modes[p] != last.modes[p])
+        if tuple(empty_dirs) != last.empty_dirs:
+            paths.update(set(empty_dirs) ^ set(last.empty_dirs))
         return sorted(paths)
 
     def remember(self, d: Diff) -> None:

@@ -101,3 +101,21 @@ def test_every_store_writer_goes_through_atomic_write() -> None:
             if (name in writers or writes_by_open) and (path.name, name) not in allowed:
                 found.append(f"{path.name}:{node.lineno} {name}")
     assert found == []
+
+
+def test_an_operation_on_a_store_whose_folder_is_gone_raises_a_store_error(
+    tmp_path: Path,
+) -> None:
+    """The lock and the workspace hold are opened in the store folder: a store deleted under a
+    live object (``treesearch clean`` in another shell) is a StoreError, not a raw OSError."""
+    import shutil
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    shutil.rmtree(store.path)
+    with pytest.raises(RefError, match="not a git repository"):
+        store.log()
+    with pytest.raises(StoreError, match="cannot hold the workspace"):
+        store.hold("a test")

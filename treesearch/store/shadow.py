@@ -331,9 +331,10 @@ class ShadowStore:
                 self._lock_depth -= 1
             return
         if self._lock_fd is None:
-            self._lock_fd = os.open(
-                self.path / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
-            )
+            with errors(StoreError, f"cannot open the lock of the store {self.path}"):
+                self._lock_fd = os.open(
+                    self.path / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
+                )
         fd = self._lock_fd
         limit = self.lock_timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
@@ -357,7 +358,8 @@ class ShadowStore:
                 os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             self._lock_depth = 1
             self._git.pass_fds = (fd,)
-            self._reclaim_stale_locks()
+            with errors(StoreError, f"cannot reclaim a stale lock in the store {self.path}"):
+                self._reclaim_stale_locks()
             self._refresh_state()
             yield
         finally:
@@ -374,7 +376,8 @@ class ShadowStore:
         this process's command line. A record left by a holder that died is reported in
         ``reclaimed``.
         """
-        held = acquire_hold(self.path, self.workspace, purpose, command)
+        with errors(StoreError, f"cannot hold the workspace {self.workspace}"):
+            held = acquire_hold(self.path, self.workspace, purpose, command)
         if held.reclaimed:
             self.reclaimed.append(held.reclaimed)
         return held

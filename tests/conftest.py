@@ -138,8 +138,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def watch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    """The store's watcher on (True) or off, through ``TREESEARCH_WATCH``, which every store
-    opened by the test or by its child processes reads."""
+    """The store's watcher on (True) or off, for every store the test opens or its children do.
+
+    The library reads no environment variable: stores opened in this process get the mode as the
+    default of ``ShadowStore.open(watch=...)``; child processes get it as ``TREESEARCH_WATCH``,
+    which the command line reads (and the tests' own ``python -c`` children pass on)."""
+    from treesearch.store import ShadowStore
+
     on = request.param == "watch"
     monkeypatch.setenv("TREESEARCH_WATCH", "1" if on else "0")
+    opener = ShadowStore.open.__func__  # type: ignore[attr-defined]
+
+    def open_in_mode(cls: type[ShadowStore], *args: object, **kw: object) -> ShadowStore:
+        kw.setdefault("watch", on)
+        return opener(cls, *args, **kw)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(ShadowStore, "open", classmethod(open_in_mode))
     return on

@@ -124,3 +124,18 @@ def test_snap_in_a_subfolder_works_on_the_workspace_whose_store_is_above_it(
     elsewhere = workspace.parent / "other"
     elsewhere.mkdir()
     assert "no snapshots yet" in snap_here(elsewhere, home, "log").stdout
+
+
+def test_the_store_home_comes_from_the_environment_through_the_command_line_only(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """#13: only cli.py reads environment variables; the library takes them as arguments."""
+    from treesearch import cli
+    from treesearch.store import default_home
+
+    monkeypatch.setenv("TREESEARCH_HOME", str(tmp_path / "from-env"))
+    assert default_home() == Path.home() / ".cache" / "treesearch"  # a library call
+    assert cli._store_home(None) == tmp_path / "from-env"
+    assert cli._store_home(str(tmp_path / "given")) == tmp_path / "given"
+    assert default_home({"XDG_CACHE_HOME": str(tmp_path / "xdg")}) == tmp_path / "xdg/treesearch"
+    assert default_home({"TREESEARCH_HOME": "~/ts"}) == Path.home() / "ts"

@@ -748,8 +748,10 @@ def test_stale_index_lock_from_dead_process_is_reclaimed(
 
 HOLD_LOCK = """
 import sys, time
+import os
 from treesearch.store import ShadowStore
-s = ShadowStore.open(sys.argv[1], home=sys.argv[2])
+WATCH = os.environ.get("TREESEARCH_WATCH") != "0"  # the parent test's watch_mode
+s = ShadowStore.open(sys.argv[1], home=sys.argv[2], watch=WATCH)
 with s.lock():
     print("locked", flush=True)
     time.sleep(float(sys.argv[3]))
@@ -862,8 +864,10 @@ def test_open_completes_a_restore_interrupted_after_partial_writes(
 
 KILL_CHILD = """
 import sys
+import os
 from treesearch.store import ShadowStore
-s = ShadowStore.open(sys.argv[1], home=sys.argv[2])
+WATCH = os.environ.get("TREESEARCH_WATCH") != "0"  # the parent test's watch_mode
+s = ShadowStore.open(sys.argv[1], home=sys.argv[2], watch=WATCH)
 print("ready", flush=True)
 sys.stdin.readline()
 if sys.argv[3] == "restore":
@@ -1000,8 +1004,10 @@ def test_rapid_same_size_edits_are_each_captured(workspace: Path, home: Path, wr
 MTIME_KEEPING_EDIT = """
 import os, sys
 from pathlib import Path
+import os
 from treesearch.store import ShadowStore
-s = ShadowStore.open(sys.argv[1], home=sys.argv[2])
+WATCH = os.environ.get("TREESEARCH_WATCH") != "0"  # the parent test's watch_mode
+s = ShadowStore.open(sys.argv[1], home=sys.argv[2], watch=WATCH)
 snap = s.capture()
 s.materialize(snap.commit, sys.argv[3])
 """

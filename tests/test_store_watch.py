@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import shutil
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from treesearch import cli
 from treesearch.store import ShadowStore
 from treesearch.store._walk import IgnoreRules, NeedFullWalk, Walker, WalkResult, walk
 from treesearch.store._watch import Inotify, local_filesystem
@@ -213,23 +215,23 @@ def test_a_scan_with_a_watcher_lists_only_the_changed_folders(tmp_path: Path) ->
             (d / f"f{j}.txt").write_text(f"{i} {j}\n")
     store = ShadowStore.open(ws, home=tmp_path / "home")
     first = store.capture()
-    assert store._watch is not None and store._walker is not None
-    assert store._walker.listed == 31
+    assert store._scanner.watch is not None and store._scanner.walker is not None
+    assert store._scanner.walker.listed == 31
     again = store.capture()
-    assert again.commit == first.commit and store._walker.listed == 0
+    assert again.commit == first.commit and store._scanner.walker.listed == 0
     (ws / "d07" / "f1.txt").write_text("changed\n")
     second = store.capture()
-    assert second.changed == ("d07/f1.txt",) and store._walker.listed == 1
+    assert second.changed == ("d07/f1.txt",) and store._scanner.walker.listed == 1
     # The restore's safety scan is incremental too, and still sees an unrecorded edit.
     (ws / "d08" / "f2.txt").write_text("not captured yet\n")
     res = store.restore(first.tree)
-    assert store._walker.listed == 1
+    assert store._scanner.walker.listed == 1
     assert (ws / "d08" / "f2.txt").read_text() == "8 2\n"
     store.undo()
     assert (ws / "d08" / "f2.txt").read_text() == "not captured yet\n"
     assert res.safety.tree != second.tree
     store.close()
-    assert store._watch is None
+    assert store._scanner.watch is None
 
 
 def test_an_overflowing_event_queue_falls_back_to_a_full_walk(tmp_path: Path) -> None:
@@ -255,7 +257,9 @@ def test_an_overflowing_event_queue_falls_back_to_a_full_walk(tmp_path: Path) ->
         os.close(fb)
     (ws / "b" / "late.txt").write_text("late\n")
     snap = store.capture()
-    assert store._walker is not None and store._walker.listed == 3  # everything again
+    assert (
+        store._scanner.walker is not None and store._scanner.walker.listed == 3
+    )  # everything again
     assert set(snap.changed) == {"a/x", "a/y", "b/late.txt"}
 
 
@@ -265,14 +269,24 @@ def test_watching_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (ws / "f").write_text("1")
     off = ShadowStore.open(ws, home=tmp_path / "home", watch=False)
     off.capture()
-    assert off._watch is None
-    monkeypatch.setenv("TREESEARCH_WATCH", "0")
-    env_off = ShadowStore.open(ws, home=tmp_path / "home2")
-    env_off.capture()
-    assert env_off._watch is None
+    assert off._scanner.watch is None
     (ws / "f").write_text("2")
-    assert env_off.capture().changed == ("f",) and off.capture().changed == ("f",)
-    assert env_off._walker is not None and env_off._walker.listed == 1  # a full walk each time
+    assert off.capture().changed == ("f",)
+    assert off._scanner.walker is not None and off._scanner.walker.listed == 1  # a full walk
+    # TREESEARCH_WATCH is read by the command line (cli.py) and passed down; the library reads
+    # no environment variable.
+    monkeypatch.setenv("TREESEARCH_WATCH", "0")
+    args = argparse.Namespace(home=str(tmp_path / "home2"), workspace=str(ws))
+    env_off = cli._open_store(args)
+    assert env_off._scanner.watching is False
+    env_off.capture()
+    assert env_off._scanner.watch is None
+    (ws / "f").write_text("3")
+    assert env_off.capture().changed == ("f",)
+    assert env_off._scanner.walker is not None and env_off._scanner.walker.listed == 1
+    library = ShadowStore.open(ws, home=tmp_path / "home3")
+    library.capture()
+    assert library._scanner.watch is not None  # the default: on, whatever the environment says
 
 
 def test_only_local_filesystems_are_watched(tmp_path: Path) -> None:

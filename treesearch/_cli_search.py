@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from treesearch.cli import _emit_json
+from treesearch.cli import _emit_json, _store_home, _watch
 
 
 def _sigterm_as_interrupt() -> None:
@@ -118,6 +118,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         runs_dir=Path(args.runs_dir) if args.runs_dir else None,
         on_progress=None if args.quiet else progress,
         on_start=started,
+        home=_store_home(None),
+        watch=_watch(),
     )
     progress.done()
     if args.json:
@@ -139,7 +141,14 @@ def _cmd_resume(args: argparse.Namespace) -> int:
         print(f"treesearch: {text}", file=sys.stderr)
 
     quiet = args.quiet
-    out = resume(Path(args.run_dir), args.override, None if quiet else progress, on_note=note)
+    out = resume(
+        Path(args.run_dir),
+        args.override,
+        None if quiet else progress,
+        on_note=note,
+        home=_store_home(None),
+        watch=_watch(),
+    )
     progress.done()
     if args.json:
         _emit_json(out.summary)
@@ -196,7 +205,9 @@ def _cmd_checkout(args: argparse.Namespace) -> int:
 
     from treesearch.app import checkout
 
-    node, result, workspace = checkout(Path(args.run_dir), args.node)
+    node, result, workspace = checkout(
+        Path(args.run_dir), args.node, home=_store_home(None), watch=_watch()
+    )
     if args.json:
         _emit_json(
             {

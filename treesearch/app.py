@@ -79,11 +79,15 @@ def run_from_config(
     source: str = "<config>",
     on_progress: ProgressFn | None = None,
     on_start: Callable[[RunDir, Path], None] | None = None,
+    home: Path | None = None,
+    watch: bool = True,
 ) -> SearchOutcome:
     """Start a new search. ``config`` is a mapping (as YAML gives) or a loaded config.
 
     Everything that can be checked is checked before the run directory is created: a refused
-    config leaves no run folder behind."""
+    config leaves no run folder behind. ``home``: the store home when the config names none
+    (default ``store.default_home()``; the command line passes the one ``TREESEARCH_HOME``
+    names); ``watch``: see ``ShadowStore.open``."""
     if isinstance(config, LoadedConfig):
         loaded = config
     else:
@@ -95,13 +99,13 @@ def run_from_config(
     check_runs_dir(
         loaded, root_runs, cfg.output.run_id, flag=None if runs_dir is None else "--runs-dir"
     )
-    home = store_home(loaded, default_home())
+    home = store_home(loaded, home or default_home())
     run_id = cfg.output.run_id or new_run_id(cfg.output.instance_id)
     workspace = original
     if cfg.workspace.copy_:  # under <store home>/copies, with a marker `treesearch clean` reads
         workspace = make_workspace_copy(original, home, run_id=run_id, run_dir=root_runs / run_id)
     try:
-        store = _open_store(loaded, workspace=workspace, home=home, create=True)
+        store = _open_store(loaded, workspace=workspace, home=home, create=True, watch=watch)
         # Taken before the run folder exists, so a refused search leaves none behind (``_search``
         # claims it again: the hold is re-entrant within a process).
         hold = store.hold(f"search run {run_id}")
@@ -142,6 +146,9 @@ def resume(
     overrides: Sequence[str] = (),
     on_progress: ProgressFn | None = None,
     on_note: NoteFn | None = None,
+    *,
+    home: Path | None = None,
+    watch: bool = True,
 ) -> SearchOutcome:
     """Continue a search from its run directory (after a crash, Ctrl-C, or to spend more budget).
 
@@ -163,7 +170,8 @@ def resume(
     # budget then counts the time of an expansion it dropped or cut short.
     kinds = ("root", "expansion", "finished", "interrupted")
     events = [e for e in log.events if e["event"] in kinds]
-    return _search(loaded, run, events, on_progress, on_note=on_note)
+    store = _open_store(loaded, home=home, watch=watch)
+    return _search(loaded, run, events, on_progress, store=store, on_note=on_note)
 
 
 def _open_store(
@@ -172,11 +180,12 @@ def _open_store(
     workspace: Path | None = None,
     home: Path | None = None,
     create: bool = False,
+    watch: bool = True,
 ) -> ShadowStore:
-    """The run's store: ``create`` only for a new run; an existing run's store must exist."""
+    """The run's store: ``create`` only for a new run; an existing run's store must exist.
+    ``home``: the store home when the config names none (a run's recorded config always does)."""
     cfg = loaded.config
-    if home is None:
-        home = store_home(loaded, default_home())
+    home = store_home(loaded, home or default_home())
     return ShadowStore.open(
         workspace or loaded.workspace_path(),
         home=home,
@@ -185,6 +194,7 @@ def _open_store(
         max_file_bytes=cfg.store.max_file_bytes,
         create=create,
         fixed_dates=True,
+        watch=watch,
     )
 
 
@@ -441,14 +451,17 @@ def resolve_node(g: nx.DiGraph, ref: str) -> str:
     raise RunError(f"{ref!r} matches {len(hits)} nodes: give more characters")
 
 
-def checkout(run_dir: Path, ref: str) -> tuple[str, Any, Path]:
+def checkout(
+    run_dir: Path, ref: str, *, home: Path | None = None, watch: bool = True
+) -> tuple[str, Any, Path]:
     """Restore node ``ref`` of a run into the run's workspace.
 
-    Returns (tree, RestoreResult, workspace); ``store.undo()`` goes back."""
+    Returns (tree, RestoreResult, workspace); ``store.undo()`` goes back. ``home``, ``watch``: as
+    for ``resume``."""
     run, g, _ = load_run_graph(run_dir)
     node = resolve_node(g, ref)
     loaded = validate(run.config(), source=str(run.path / "config.yaml"), base_dir=run.path)
-    store = _open_store(loaded)
+    store = _open_store(loaded, home=home, watch=watch)
     store.fixed_dates = False  # the safety snapshot is the user's: dated by the clock
     return node, store.restore(node), store.workspace
 

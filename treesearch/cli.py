@@ -72,8 +72,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
 
 
-def _env(name: str) -> str | None:
-    return os.environ.get(name) or None
+def _store_home(given: str | None) -> Any:
+    """The store home: ``given`` (``--home``), else from ``TREESEARCH_HOME``/``XDG_CACHE_HOME``.
+    The environment is read here, and only here; the library takes the values as arguments."""
+    from pathlib import Path
+
+    from treesearch.store import default_home
+
+    return Path(given).expanduser() if given else default_home(os.environ)
+
+
+def _watch() -> bool:
+    """``TREESEARCH_WATCH``: ``0``/``off``/``false``/``no`` turns the store's watcher off."""
+    value = os.environ.get("TREESEARCH_WATCH", "1").strip().lower()
+    return value not in ("0", "off", "false", "no")
 
 
 # ------------------------------------------------------------------------ shared by the groups
@@ -98,9 +110,9 @@ def _store_args(p: argparse.ArgumentParser) -> None:
 def _open_store(args: argparse.Namespace) -> Any:
     from treesearch.store import ShadowStore, find_workspace
 
-    home = args.home or _env("TREESEARCH_HOME")
+    home = _store_home(args.home)
     workspace = args.workspace if args.workspace is not None else find_workspace(".", home)
-    store = ShadowStore.open(workspace, home=home)
+    store = ShadowStore.open(workspace, home=home, watch=_watch())
     for note in (store.repaired, store.recovered):
         if note:
             print(f"treesearch: note: {note}", file=sys.stderr)
@@ -163,9 +175,8 @@ def _cmd_clean(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from treesearch.runs import cleanup
-    from treesearch.store import default_home
 
-    home = Path(args.home or _env("TREESEARCH_HOME") or default_home())
+    home = _store_home(args.home)
     runs = Path(args.runs_dir) if args.runs_dir else None
     plan = cleanup.plan_clean(home, older_than=args.older_than, runs_dir=runs)
     if not args.dry_run:

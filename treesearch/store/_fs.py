@@ -219,6 +219,8 @@ def atomic_write(
     durable: bool = False,
     tmp_dir: str | os.PathLike[str] | None = None,
     perm: int = 0o644,
+    mtime_ns: int | None = None,
+    check: Callable[[str], None] | None = None,
 ) -> None:
     """Replace ``path`` with ``data`` so that a reader (or a process killed mid-way) sees the old
     content or the new, never a torn or empty file.
@@ -226,7 +228,9 @@ def atomic_write(
     The bytes go to a fresh temporary file (in ``tmp_dir``, default ``path``'s folder; it must be
     on the same filesystem), which is renamed over ``path``. ``durable`` also flushes the file and
     the folder to disk (power loss); without it the write survives the death of the process, as
-    git's own loose objects do. Every file the store writes goes through here.
+    git's own loose objects do. ``mtime_ns`` dates the new file (a copy keeps its original's
+    modification time); ``check`` is called with the temporary file's path before the rename (an
+    exception leaves ``path`` untouched). Every file the store writes goes through here.
     """
     target = os.fspath(path)
     folder = os.path.dirname(target) or "."
@@ -241,10 +245,14 @@ def atomic_write(
             view = memoryview(raw)
             while view:
                 view = view[os.write(fd, view) :]
+            if mtime_ns is not None:
+                os.utime(fd, ns=(mtime_ns, mtime_ns))
             if durable:
                 os.fsync(fd)
         finally:
             os.close(fd)
+        if check is not None:
+            check(tmp)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

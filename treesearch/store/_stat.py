@@ -24,6 +24,8 @@ import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from treesearch.store._fs import atomic_write
+
 RACY_NS = 2_000_000_000
 """A file modified less than this before a scan is re-checked by the next one (timestamps of a
 later change could be identical; git's index has the same "racy" problem). Two seconds: FAT keeps
@@ -150,6 +152,4 @@ def read_scan_time(path: Path, index: Path) -> int:
 
 
 def write_scan_time(path: Path, scanned_at: int) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"{scanned_at}\n")
-    os.replace(tmp, path)
+    atomic_write(path, f"{scanned_at}\n")

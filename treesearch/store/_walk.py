@@ -137,12 +137,24 @@ class Walker:
         """The walk met a file newly known to have more than one hard link."""
         self.verified = 0
         """Files whose stat data the last ``update`` checked without listing their folder."""
+        self.relisted: set[str] | None = None
+        """Folders listed by the last ``update`` (``None`` after ``full``): no other folder's
+        entries changed."""
+        self._totals = _Totals()
+        """The union of every folder's record, kept up to date as folders are listed and
+        dropped: a walk's answer costs copies of these (in C), not a loop over every folder."""
+        self._empty: list[str] | None = None
+        """The empty folders as last computed; ``None`` when a folder changed in a way that can
+        change them."""
 
     # ---------------------------------------------------------------- walking
 
     def full(self) -> WalkResult:
         """Walk everything."""
         self.dirs = {}
+        self._totals = _Totals()
+        self._empty = None
+        self.relisted = None
         self.listed = 0
         self.verified = 0
         self._touched = None
@@ -185,12 +197,13 @@ class Walker:
             while parent and parent not in self.dirs:
                 parent = _parent(parent)
             todo.add(parent)
-        todo.update(rel for rel, d in self.dirs.items() if d.linked)
+        todo.update(self._totals.linked)
         done: set[str] = set()
         self._relist(todo, done)
         self._touched.update(written)
         if verify or self._new_link:
             self._relist(self._stale_dirs(done), done)
+        self.relisted = done
         return self.result()
 
     def _stale_dirs(self, done: set[str]) -> set[str]:
@@ -245,7 +258,7 @@ class Walker:
                 abs_dir, rel, old.repo_rel, repo_rules, old.only_keep, st.st_mtime_ns, old, done
             )
 
-    def _visit(
+    def _visit(  # noqa: C901 - the per-file hot loop stays in one function: no call per file
         self,
         abs_dir: str,
         rel_dir: str,
@@ -362,7 +375,7 @@ class Walker:
             self._touched.update(files)
             if old is not None:
                 self._touched.update(old.files)
-        self.dirs[rel_dir] = _Dir(
+        record = _Dir(
             mtime,
             names,
             files,
@@ -375,6 +388,15 @@ class Walker:
             ignore,
             frozenset(linked),
         )
+        before = self.dirs.get(rel_dir)
+        if before is not None:
+            self._totals.remove(rel_dir, before)
+            if bool(before.files) != bool(files):
+                self._empty = None
+        else:
+            self._empty = None
+        self.dirs[rel_dir] = record
+        self._totals.add(rel_dir, record)
 
     def _drop(self, rel: str) -> None:
         """Forget ``rel`` and everything below it."""
@@ -383,6 +405,7 @@ class Walker:
         for d in gone:
             if self._touched is not None:
                 self._touched.update(self.dirs[d].files)
+            self._totals.remove(d, self.dirs[d])
             del self.dirs[d]
             self.rules.pop(d, None)
         self._order = None
@@ -392,34 +415,16 @@ class Walker:
     # ---------------------------------------------------------------- the answer
 
     def result(self) -> WalkResult:
-        files: dict[str, Key] = {}
-        modes: dict[str, int] = {}
-        skipped: list[Skipped] = []
-        nested: list[str] = []
-        dir_mtimes: dict[str, int] = {}
-        dir_names: dict[str, frozenset[str]] = {}
-        ignore_files: dict[str, tuple[int, int]] = {}
-        for rel, d in self.dirs.items():
-            files.update(d.files)
-            if d.modes:
-                modes.update(d.modes)
-            if d.skipped:
-                skipped.extend(d.skipped)
-            if d.nested:
-                nested.append(rel)
-            dir_mtimes[rel] = d.mtime
-            dir_names[rel] = d.names
-            if d.ignore is not None:
-                ignore_files[rel + "/.gitignore" if rel else ".gitignore"] = d.ignore
+        t = self._totals
         return WalkResult(
-            files,
+            dict(t.files),
             self._empty_dirs(),
-            skipped,
-            sorted(nested),
-            modes,
-            dir_mtimes,
-            ignore_files,
-            dir_names,
+            sorted(t.skipped.values(), key=lambda s: s.path),
+            sorted(t.nested),
+            dict(t.modes),
+            dict(t.dir_mtimes),
+            dict(t.ignore_files),
+            dict(t.dir_names),
             None if self._touched is None else set(self._touched),
         )
 
@@ -427,6 +432,13 @@ class Walker:
         """Folders with nothing captured below them, counting an empty sub-folder as content."""
         if self._order is None:
             self._order = sorted(self.dirs, key=_depth, reverse=True)
+            self._empty = None
+        if self._empty is None:
+            self._empty = self._count_empty()
+        return list(self._empty)
+
+    def _count_empty(self) -> list[str]:
+        assert self._order is not None
         dirs = self.dirs
         counts: dict[str, int] = {}
         empty: list[str] = []
@@ -441,6 +453,52 @@ class Walker:
                 n += c
             counts[rel] = n
         return empty
+
+
+@dataclass
+class _Totals:
+    """The union of the folder records of a walker (see ``Walker._totals``)."""
+
+    files: dict[str, Key] = field(default_factory=dict)
+    modes: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, Skipped] = field(default_factory=dict)
+    nested: set[str] = field(default_factory=set)
+    dir_mtimes: dict[str, int] = field(default_factory=dict)
+    dir_names: dict[str, frozenset[str]] = field(default_factory=dict)
+    ignore_files: dict[str, tuple[int, int]] = field(default_factory=dict)
+    linked: set[str] = field(default_factory=set)
+
+    def add(self, rel: str, d: _Dir) -> None:
+        self.files.update(d.files)
+        if d.modes:
+            self.modes.update(d.modes)
+        for s in d.skipped:
+            self.skipped[s.path] = s
+        if d.nested:
+            self.nested.add(rel)
+        self.dir_mtimes[rel] = d.mtime
+        self.dir_names[rel] = d.names
+        if d.ignore is not None:
+            self.ignore_files[_ignore_file(rel)] = d.ignore
+        if d.linked:
+            self.linked.add(rel)
+
+    def remove(self, rel: str, d: _Dir) -> None:
+        for p in d.files:
+            del self.files[p]
+        for p in d.modes:
+            del self.modes[p]
+        for s in d.skipped:
+            del self.skipped[s.path]
+        self.nested.discard(rel)
+        del self.dir_mtimes[rel]
+        del self.dir_names[rel]
+        self.ignore_files.pop(_ignore_file(rel), None)
+        self.linked.discard(rel)
+
+
+def _ignore_file(rel: str) -> str:
+    return rel + "/.gitignore" if rel else ".gitignore"
 
 
 def walk(

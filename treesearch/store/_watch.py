@@ -13,8 +13,9 @@ What inotify does not see, and how that is handled:
   workspace (or in an ignored folder, or removed again before the scan) is not met, and writes
   through a shared ``mmap`` report no event (a limit shared with git's fsmonitor): a capture can
   miss those, but a restore's safety scan checks every file's stat data
-  (``Walker.update(verify=True)``), so it sees every change a full walk sees. Set
-  ``TREESEARCH_WATCH=0`` to check every file on every scan;
+  (``Walker.update(verify=True)``), so it sees every change a full walk sees. Open the
+  store with ``watch=False`` (``TREESEARCH_WATCH=0`` on the command line) to check every file on
+  every scan;
 - changes the store makes itself (a restore): the walker is told which paths (``Walker.wrote``),
   so its folder records agree with the store's stat cache;
 - network and FUSE filesystems (changes made by other machines): watching is used only when the
@@ -85,15 +86,6 @@ class Changes:
     events: int = 0
 
 
-def enabled_by_env() -> bool:
-    return os.environ.get("TREESEARCH_WATCH", "1").strip().lower() not in (
-        "0",
-        "off",
-        "false",
-        "no",
-    )
-
-
 class Inotify:
     """One inotify instance watching the folders of one workspace."""
 
@@ -113,7 +105,7 @@ class Inotify:
     @classmethod
     def create(cls, root: str) -> Inotify | None:
         """A watcher for ``root``, or ``None`` where watching is off or would not be reliable."""
-        if not enabled_by_env() or not local_filesystem(root):
+        if not local_filesystem(root):
             return None
         try:
             libc = ctypes.CDLL(None, use_errno=True)

@@ -1,0 +1,451 @@
+"""The catalogue of snapshots: recording them as commits, finding them again (resolve, log,
+labels), the store's small state file (last snapshot, undo target, generation), pins and gc.
+
+Every snapshot is a commit under ``refs/treesearch/snapshots/`` whose message carries its label,
+meta and kind; pins are refs under ``refs/treesearch/pins/``. What git's tree cannot hold
+(permission bits other than git's 644/755, empty folders) is a JSON blob of its own, named by id in
+the message (``"fsmeta"``) and kept reachable by ``refs/treesearch/meta/<id>``: snapshots with the
+same metadata share one blob, so a 0664 checkout (umask 002) costs its list of modes once, not once
+per snapshot. Snapshots of format 1 (the metadata inline in the message) are read as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from treesearch.errors import CaptureError, RefError
+from treesearch.store._fs import atomic_write
+from treesearch.store._git import (
+    BlobReader,
+    GitFailed,
+    GitRunner,
+    blob_oid,
+    date_env,
+    fixed_commit_date,
+)
+from treesearch.store._retention import GcPolicy, named_for_drop, plan_gc, pressure_order
+from treesearch.store._walk import default_mode
+from treesearch.store.values import CaptureStats, Skipped, Snapshot
+from treesearch.types import CommitId, TreeHash
+
+STORE_FORMAT = 1
+"""The store folder's layout (its ``format`` file)."""
+SNAPSHOT_FORMAT = 2
+"""Snapshot messages written now: 2 names the metadata blob; 1 (read too) held it inline."""
+SNAP_REFS = "refs/treesearch/snapshots/"
+PIN_REFS = "refs/treesearch/pins/"
+META_REFS = "refs/treesearch/meta/"
+_CHANGED_CAP = 5000
+_HEX = set("0123456789abcdef")
+
+Run = Callable[..., bytes]
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """One file of a snapshot, as ``show`` lists it."""
+
+    path: str
+    mode: int
+    """Git mode: 0o100644, 0o100755 or 0o120000 (symlink)."""
+    size: int
+    oid: str
+    perm: int
+    """Permission bits the restore gives the file (symlinks: 0o777)."""
+
+
+@dataclass(frozen=True)
+class GcResult:
+    """What ``gc`` dropped and what the store weighs now."""
+
+    dropped: tuple[CommitId, ...]
+    kept: int
+    bytes_before: int
+    bytes_after: int
+    dry_run: bool = False
+    snapshots: tuple[Snapshot, ...] = ()
+    """The dropped (or, with ``dry_run``, to be dropped) snapshots, newest first."""
+
+
+@dataclass
+class State:
+    """``state.json``: a generation counter (bumped by every change of the store, so another
+    process knows its caches are stale), the last snapshot and the one ``undo`` returns to."""
+
+    generation: int = 0
+    last: str | None = None
+    undo: str | None = None
+
+    @classmethod
+    def load(cls, path: Path) -> State:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return cls()
+        return cls(int(data.get("generation", 0)), data.get("last"), data.get("undo"))
+
+    def save(self, path: Path) -> None:
+        atomic_write(
+            path, json.dumps({"generation": self.generation, "last": self.last, "undo": self.undo})
+        )
+
+
+class Catalogue:
+    """The snapshots of one store and its state file."""
+
+    def __init__(self, store: Path, git: GitRunner, run: Run) -> None:
+        self.store = store
+        self.git_dir = store / "git"
+        self.git = git
+        self.run = run
+        self.state = State()
+        self.gen_seen = -1
+        self.snapshots: dict[str, Snapshot] | None = None
+        self.fsmeta: dict[str, str] = {}
+        """Commit id -> id of its metadata blob (format 2 snapshots that have metadata)."""
+        self._blobs: dict[str, tuple[dict[str, int], tuple[str, ...]]] = {}
+        """Metadata blob id -> (modes, empty folders): blobs never change, so never stale."""
+
+    # ------------------------------------------------------------------ state
+
+    def refresh(self) -> bool:
+        """Read the state file; True when another process (or a crash) changed the store since
+        this object last looked: every cache of it must be dropped then."""
+        self.state = State.load(self.store / "state.json")
+        if self.state.generation == self.gen_seen:
+            return False
+        self.snapshots = None
+        self.gen_seen = self.state.generation
+        return True
+
+    def bump(self, **changes: str | None) -> None:
+        """Record ``changes`` (``last``, ``undo``) and a new generation."""
+        for key, value in changes.items():
+            setattr(self.state, key, value)
+        self.state.generation += 1
+        self.gen_seen = self.state.generation
+        self.state.save(self.store / "state.json")
+
+    # ------------------------------------------------------------------ reading
+
+    def load(self) -> dict[str, Snapshot]:
+        """Every snapshot, by commit id (cached until the store changes)."""
+        if self.snapshots is None:
+            out = self.run(
+                ["for-each-ref", "--format=%(objectname)%00%(tree)%00%(contents)%01", SNAP_REFS]
+            )
+            bodies: list[tuple[str, str, dict[str, Any]]] = []
+            for rec in out.split(b"\x01"):
+                rec = rec.lstrip(b"\n")
+                if not rec:
+                    continue
+                commit, tree, contents = rec.split(b"\0", 2)
+                body = _body(contents.decode())
+                if body is not None:
+                    bodies.append((commit.decode(), tree.decode(), body))
+            self._read_blobs({b["fsmeta"] for _c, _t, b in bodies if b.get("fsmeta")})
+            self.fsmeta = {c: b["fsmeta"] for c, _t, b in bodies if b.get("fsmeta")}
+            self.snapshots = {c: self._snapshot(c, t, b) for c, t, b in bodies}
+        return self.snapshots
+
+    def _read_blobs(self, oids: Iterable[str]) -> None:
+        todo = [o for o in oids if o not in self._blobs]
+        if not todo:
+            return
+        with BlobReader(self.git) as reader:
+            for oid in todo:
+                data = json.loads(reader.read(oid))
+                modes = {k: int(v) for k, v in data.get("modes", {}).items()}
+                self._blobs[oid] = (modes, tuple(data.get("empty_dirs", ())))
+
+    def _snapshot(self, commit: str, tree: str, data: dict[str, Any]) -> Snapshot:
+        oid = data.get("fsmeta")
+        if oid:
+            modes, empty_dirs = self._blobs[oid]
+            modes = dict(modes)
+        else:
+            modes = {k: int(v) for k, v in (data.get("modes") or {}).items()}
+            empty_dirs = tuple(data.get("empty_dirs") or ())
+        return Snapshot(
+            tree=TreeHash(tree),
+            commit=CommitId(commit),
+            parent=data.get("parent"),
+            label=data.get("label"),
+            created_at=float(data.get("created_at", 0)),
+            kind=data.get("kind", "capture"),
+            meta=data.get("meta") or {},
+            changed=tuple(data.get("changed") or ()),
+            skipped=tuple(Skipped(*s) for s in data.get("skipped") or ()),
+            stats=None,
+            modes=modes,
+            empty_dirs=empty_dirs,
+        )
+
+    def get(self, commit: str | None) -> Snapshot | None:
+        return self.load().get(commit) if commit else None
+
+    def newest_first(self) -> list[Snapshot]:
+        return sorted(self.load().values(), key=lambda s: s.created_at, reverse=True)
+
+    def resolve(self, ref: str) -> Snapshot:
+        """The snapshot named by a tree hash, a commit, a unique prefix of either, a label,
+        ``last``/``@`` or ``undo``. A tree recorded by several snapshots: the newest of them."""
+        ref = ref.strip()
+        if not ref:
+            raise RefError("empty snapshot reference: give a tree hash, commit, prefix or label")
+        if ref in ("last", "@", "undo"):
+            return self._named(ref)
+        newest = self.newest_first()
+        if len(ref) >= 4 and set(ref.lower()) <= _HEX:
+            low = ref.lower()
+            hits = [s for s in newest if s.commit.startswith(low) or s.tree.startswith(low)]
+            if len({s.tree for s in hits}) > 1:
+                names = ", ".join(sorted({s.commit[:12] for s in hits})[:8])
+                raise RefError(
+                    f"snapshot prefix {ref!r} is ambiguous (matches {names}): give more characters"
+                )
+            if hits:
+                by_commit = [s for s in hits if s.commit.startswith(low)]
+                return (by_commit or hits)[0]
+        labelled = [s for s in newest if s.label == ref]
+        if labelled:
+            return labelled[0]
+        raise RefError(
+            f"no snapshot matches {ref!r}: give a tree hash, commit, unique prefix or "
+            "label (see `treesearch snap log`)"
+        )
+
+    def _named(self, ref: str) -> Snapshot:
+        if ref == "undo":
+            undo = self.get(self.state.undo)
+            if undo is None:
+                raise RefError("no safety snapshot yet: nothing to undo")
+            return undo
+        last = self.get(self.state.last)
+        if last is None:
+            raise RefError("no snapshot yet: capture one first")
+        return last
+
+    def tree_of(self, ref: str) -> TreeHash:
+        """Tree of a snapshot reference, or of any tree/commit object in the store."""
+        try:
+            return self.resolve(ref).tree
+        except RefError:
+            if len(ref) >= 4 and set(ref.lower()) <= _HEX:
+                try:
+                    out = self.git.run(["rev-parse", "--verify", "--quiet", f"{ref}^{{tree}}"])
+                    return TreeHash(out.decode().strip())
+                except GitFailed:
+                    pass
+            raise
+
+    def files(self, snap: Snapshot) -> list[TreeEntry]:
+        """The files of ``snap`` with mode, size and restored permission."""
+        out = self.run(["ls-tree", "-r", "-z", "--long", "--full-tree", snap.tree])
+        entries = []
+        for rec in out.split(b"\0"):
+            if not rec:
+                continue
+            info, _, path = rec.partition(b"\t")
+            mode, _type, oid, size = info.split()
+            m = int(mode, 8)
+            p = os.fsdecode(path)
+            perm = 0o777 if m == 0o120000 else snap.modes.get(p, default_mode(m))
+            entries.append(TreeEntry(p, m, int(size) if size != b"-" else 0, oid.decode(), perm))
+        return entries
+
+    # ------------------------------------------------------------------ recording
+
+    def record(
+        self,
+        kind: str,
+        tree: TreeHash,
+        *,
+        label: str | None,
+        meta: dict[str, Any],
+        modes: dict[str, int],
+        empty_dirs: tuple[str, ...],
+        skipped: tuple[Skipped, ...],
+        changed: Sequence[str],
+        stats: CaptureStats,
+        fixed_dates: bool,
+    ) -> Snapshot:
+        """Commit ``tree`` as a new snapshot (child of the last one) and make it the last."""
+        last = self.get(self.state.last)
+        created: float = time.time()
+        git_env = None
+        if fixed_dates:
+            created = fixed_commit_date(last.created_at if last is not None else None)
+            git_env = self.git.with_env(**date_env(int(created)))
+        fsmeta = self._store_fsmeta(last, modes, empty_dirs)
+        body = {
+            "format": SNAPSHOT_FORMAT,
+            "kind": kind,
+            "label": label,
+            "meta": meta,
+            "parent": last.commit if last else None,
+            "created_at": created,
+            "fsmeta": fsmeta,
+            "skipped": [[s.path, s.reason, s.detail] for s in skipped],
+            "changed": list(changed[:_CHANGED_CAP]),
+            "changed_count": len(changed),
+            "stats": {"files_seen": stats.files_seen, "files_hashed": stats.files_hashed},
+        }
+        try:
+            message = (
+                f"treesearch {kind}{': ' + label if label else ''}\n\n"
+                + json.dumps(body, sort_keys=True, ensure_ascii=True)
+                + "\n"
+            )
+        except (TypeError, ValueError) as exc:
+            raise CaptureError(f"snapshot meta is not JSON-serialisable: {exc}") from exc
+        out = self.run(
+            ["commit-tree", "--no-gpg-sign", tree, "-F", "-"], input=message.encode(), env=git_env
+        )
+        commit = out.decode().strip()
+        self._write_ref(SNAP_REFS + commit, commit)
+        snap = Snapshot(
+            tree=tree,
+            commit=CommitId(commit),
+            parent=last.commit if last else None,
+            label=label,
+            created_at=created,
+            kind=kind,
+            meta=meta,
+            changed=tuple(changed),
+            skipped=skipped,
+            stats=stats,
+            modes=dict(modes),
+            empty_dirs=empty_dirs,
+        )
+        self.bump(last=commit)
+        if fsmeta:
+            self.fsmeta[commit] = fsmeta
+        if self.snapshots is not None:
+            self.snapshots[commit] = replace(snap, stats=None)
+        return snap
+
+    def _store_fsmeta(
+        self, last: Snapshot | None, modes: dict[str, int], empty_dirs: tuple[str, ...]
+    ) -> str | None:
+        """The id of the blob holding ``modes`` and ``empty_dirs`` (``None``: nothing to hold),
+        written (with its ref) only when no snapshot holds the same already."""
+        if not modes and not empty_dirs:
+            return None
+        if last is not None and last.modes == modes and last.empty_dirs == empty_dirs:
+            known = self.fsmeta.get(last.commit)
+            if known:
+                return known
+        data = json.dumps(
+            {"modes": modes, "empty_dirs": list(empty_dirs)},
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=True,
+        ).encode()
+        oid = blob_oid(data)
+        # Held (object and ref) only while a snapshot names it: the loaded snapshots say which.
+        if oid not in set(self.fsmeta.values()):
+            written = self.run(["hash-object", "-w", "--stdin"], input=data).decode().strip()
+            if written != oid:  # pragma: no cover - git and blob_oid disagree on an id
+                raise CaptureError(f"the metadata blob has id {written}, expected {oid}")
+            self._write_ref(META_REFS + oid, oid)
+            self._blobs[oid] = (dict(modes), tuple(empty_dirs))
+        return oid
+
+    def _write_ref(self, name: str, oid: str) -> None:
+        """Create a loose ref (we hold the store lock; saves a git process per snapshot)."""
+        path = self.git_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # The temp file outside refs/: a leftover must never look like a ref.
+        atomic_write(path, oid + "\n", tmp_dir=self.store)
+
+    # ------------------------------------------------------------------ pins & gc
+
+    def pin(self, ref: str, name: str) -> Snapshot:
+        snap = self.resolve(ref)
+        self.run(["update-ref", PIN_REFS + _ref_name(name), snap.commit])
+        return snap
+
+    def unpin(self, name: str) -> None:
+        self.run(["update-ref", "-d", PIN_REFS + _ref_name(name)])
+
+    def disk_usage(self) -> int:
+        """Bytes the store's objects take on disk."""
+        total = 0
+        for dirpath, _dirs, names in os.walk(self.git_dir / "objects"):
+            for name in names:
+                with contextlib.suppress(FileNotFoundError):
+                    total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+        return total
+
+    def gc(
+        self,
+        policy: GcPolicy,
+        max_bytes: int | None,
+        protect: Iterable[str],
+        drop_refs: Iterable[str],
+        dry_run: bool,
+    ) -> GcResult:
+        """Drop the snapshots ``policy`` lets go, then (``max_bytes``) more, oldest first."""
+        snaps = self.newest_first()
+        keep: set[str] = {c for c in (self.state.last, self.state.undo) if c}
+        keep.update(self.resolve(r).commit for r in protect)
+        pins = self.run(["for-each-ref", "--format=%(objectname)", PIN_REFS]).decode().split()
+        keep.update(pins)
+        named = named_for_drop(snaps, drop_refs, keep, pins, lambda r: self.resolve(r).commit)
+        drop = plan_gc(snaps, policy, keep=keep, drop=named, now=time.time())
+        before = self.disk_usage()
+        if dry_run:
+            kept = len(snaps) - len(drop)
+            return GcResult(tuple(s.commit for s in drop), kept, before, before, True, tuple(drop))
+        self._drop(drop)
+        self.run(["gc", "--prune=now", "--quiet"])
+        after = self.disk_usage()
+        if max_bytes is not None:
+            rest = pressure_order(snaps, policy, keep=keep, dropped={s.commit for s in drop})
+            while after > max_bytes and rest:
+                batch = rest[: max(1, len(rest) // 4)]
+                rest = rest[len(batch) :]
+                self._drop(batch)
+                drop.extend(batch)
+                self.run(["gc", "--prune=now", "--quiet"])
+                after = self.disk_usage()
+        kept = len(snaps) - len(drop)
+        return GcResult(tuple(s.commit for s in drop), kept, before, after, False, tuple(drop))
+
+    def _drop(self, snaps: Sequence[Snapshot]) -> None:
+        if not snaps:
+            return
+        dropped = {s.commit for s in snaps}
+        kept = {oid for c, oid in self.fsmeta.items() if c not in dropped}
+        unused = {self.fsmeta[c] for c in dropped if c in self.fsmeta} - kept
+        cmds = "".join(f"delete {SNAP_REFS}{c}\n" for c in sorted(dropped))
+        cmds += "".join(f"delete {META_REFS}{oid}\n" for oid in sorted(unused))
+        self.run(["update-ref", "--stdin"], input=cmds.encode())
+        for oid in unused:
+            self._blobs.pop(oid, None)
+        self.snapshots = None
+        self.bump()
+
+
+def _body(contents: str) -> dict[str, Any] | None:
+    """The JSON body of a snapshot's commit message (``None``: not a snapshot of ours)."""
+    _title, _, body = contents.partition("\n\n")
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("format") not in (1, SNAPSHOT_FORMAT):
+        return None
+    return data
+
+
+def _ref_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "pin"

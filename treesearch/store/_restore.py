@@ -1,0 +1,413 @@
+"""Restore: planning, the journal, execution, rollback and recovery of an interrupted restore.
+
+A restore is a planned write-back, never ``checkout``/``reset``/``clean``: the plan is the
+difference between the workspace's tree (its safety snapshot) and the target's, checked against
+files the store does not hold before anything is written; a journal names the restore while it is
+in flight, so that the next ``open`` completes it or rolls it back after a kill.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import secrets
+import stat
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from treesearch.errors import RecoveryError, RestoreError
+from treesearch.store._catalogue import Catalogue
+from treesearch.store._errors import describe, one_line
+from treesearch.store._fs import SafeTree, UnsafePathError, atomic_write
+from treesearch.store._git import BlobReader, GitFailed, GitRunner
+from treesearch.store._scan import Scan, Scanner
+from treesearch.store._walk import MODE, WalkResult, default_mode
+from treesearch.store.values import RestoreResult, Snapshot
+from treesearch.types import TreeHash
+
+Run = Callable[..., bytes]
+
+
+@dataclass
+class Plan:
+    deletes: list[str] = field(default_factory=list)
+    writes: list[tuple[str, int, str, int]] = field(default_factory=list)
+    """(path, git mode, blob id, permission bits)"""
+    chmods: list[tuple[str, int]] = field(default_factory=list)
+    index_modes: list[tuple[str, int, str]] = field(default_factory=list)
+    """Exec-bit changes with unchanged content: (path, git mode, blob id) for the index."""
+    prune: list[str] = field(default_factory=list)
+    mkdirs: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.deletes or self.writes or self.chmods or self.prune or self.mkdirs)
+
+
+class Restorer:
+    """Restores of one workspace from one store."""
+
+    def __init__(
+        self,
+        workspace: Path,
+        store: Path,
+        git: GitRunner,
+        run: Run,
+        scanner: Scanner,
+        catalogue: Catalogue,
+        safety: Callable[[Scan], Snapshot],
+    ) -> None:
+        self.workspace = workspace
+        self.store = store
+        self.journal = store / "journal.json"
+        self.git = git
+        self.run = run
+        self.scanner = scanner
+        self.catalogue = catalogue
+        self.safety = safety
+        """Records a safety snapshot of a scan."""
+
+    def restore(self, target: Snapshot) -> RestoreResult:
+        """Make the workspace equal to ``target`` (the caller holds the lock and the workspace)."""
+        t0 = time.perf_counter()
+        if self.journal.exists():
+            self.recover()
+        token = secrets.token_hex(4)
+        try:
+            # verify: the safety snapshot must see every change, even those no event reports
+            scan = self.scanner.scan(verify=True)
+            safety = self.safety(scan)
+            plan = self.plan(scan, target)
+            if not plan.empty:
+                self._write_journal(token, target.commit, safety.commit, plan)
+        except (GitFailed, OSError) as exc:
+            raise RestoreError(
+                f"restore to {target.commit[:12]} failed before anything was changed "
+                f"({one_line(exc)}); the workspace is as it was"
+            ) from exc
+        warnings = []
+        pruned: list[str] = []
+        if plan.empty:
+            self.catalogue.bump(last=target.commit, undo=safety.commit)
+        else:
+            pruned, warning = self._carry_out(plan, token, safety, target)
+            warnings = [warning] if warning else []
+        return RestoreResult(
+            target=target,
+            safety=safety,
+            written=tuple(p for p, *_ in plan.writes),
+            deleted=tuple(plan.deletes),
+            pruned=tuple(pruned),
+            created_dirs=tuple(plan.mkdirs),
+            chmodded=tuple(p for p, _ in plan.chmods),
+            seconds=time.perf_counter() - t0,
+            warnings=tuple(warnings),
+        )
+
+    def _carry_out(
+        self, plan: Plan, token: str, safety: Snapshot, target: Snapshot
+    ) -> tuple[list[str], str | None]:
+        """Execute a journalled plan; roll back on failure. Returns the folders pruned and a
+        warning (the index could not be updated)."""
+        try:
+            pruned = self.execute(plan, token)
+        except Exception as exc:
+            reason = describe(exc)
+            try:
+                self._rollback(token, safety, plan, target)
+            except Exception as exc2:  # pragma: no cover - both directions failed
+                raise RestoreError(
+                    f"restore to {target.commit[:12]} failed ({reason}) and rolling back "
+                    f"failed too ({describe(exc2)}); run `treesearch snap restore "
+                    f"{safety.commit[:12]}` to return to the state before"
+                ) from exc
+            raise RestoreError(
+                f"restore to {target.commit[:12]} failed: {reason}; the workspace was "
+                "rolled back to how it was"
+            ) from exc
+        # Every file is written: the restore is complete whatever happens next. The index
+        # is only git's stat cache; if it cannot be updated (a full disk), the next scan
+        # finds the rewritten files by their changed stat data.
+        warning = self._sync_index_or_forget(plan, target.tree)
+        try:
+            self.catalogue.bump(last=target.commit, undo=safety.commit)
+            self.journal.unlink()
+        except OSError as exc:
+            raise RestoreError(
+                f"restore to {target.commit[:12]} completed: the workspace is at it, but the "
+                f"store could not record that ({describe(exc)}); the next treesearch command "
+                f"records it (`treesearch snap undo` then returns to {safety.commit[:12]})"
+            ) from exc
+        return pruned, warning
+
+    # ------------------------------------------------------------------ planning
+
+    def plan(self, scan: Scan, target: Snapshot) -> Plan:
+        plan = Plan()
+        current = scan.walk
+        if scan.tree != target.tree:
+            self._plan_content(plan, scan.tree, target)
+        writing = {p for p, *_ in plan.writes}
+        touched = writing | set(plan.deletes) | {p for p, _ in plan.chmods}
+        # Permission bits: only files with a non-default mode on either side can differ.
+        for path in set(current.modes) | set(target.modes):
+            key = current.files.get(path)
+            if key is None or path in touched or stat.S_ISLNK(key[MODE]):
+                continue
+            want = target.modes.get(path, default_mode(key[MODE]))
+            if stat.S_IMODE(key[MODE]) != want:
+                plan.chmods.append((path, want))
+        # Folders: try to prune the parents of deleted files (rmdir refuses non-empty ones) and
+        # folders empty now but not in the target; re-create the target's empty folders.
+        keep = _parent_dirs(writing) | _parent_dirs(target.empty_dirs) | set(target.empty_dirs)
+        candidates = _parent_dirs(plan.deletes) | set(current.empty_dirs)
+        plan.prune = sorted(
+            (d for d in candidates if d not in keep), key=lambda d: (-d.count("/"), d)
+        )
+        walked = current.dir_mtimes
+        plan.mkdirs = sorted(d for d in target.empty_dirs if d not in walked or d in plan.prune)
+        self._check_conflicts(plan, current)
+        return plan
+
+    def _plan_content(self, plan: Plan, tree: TreeHash, target: Snapshot) -> None:
+        """The files whose content, type or exec bit differ between ``tree`` and ``target``."""
+        out = self.run(["diff-tree", "-r", "-z", "--no-renames", tree, target.tree])
+        fields = out.split(b"\0")
+        i = 0
+        while i + 1 < len(fields):
+            head = fields[i]
+            if not head.startswith(b":"):
+                i += 1
+                continue
+            path = os.fsdecode(fields[i + 1])
+            i += 2
+            _old_mode, new_mode, old_oid, new_oid, status = head[1:].decode().split(" ")
+            if status == "D":
+                plan.deletes.append(path)
+                continue
+            mode = int(new_mode, 8)
+            if status == "M" and old_oid == new_oid and mode != 0o120000:
+                plan.chmods.append((path, target.modes.get(path, default_mode(mode))))
+                plan.index_modes.append((path, mode, new_oid))
+                continue
+            perm = 0o777 if mode == 0o120000 else target.modes.get(path, default_mode(mode))
+            plan.writes.append((path, mode, new_oid, perm))
+
+    def _check_conflicts(self, plan: Plan, current: WalkResult) -> None:
+        """Refuse, before writing anything, a restore that would destroy uncaptured files."""
+        deleting = set(plan.deletes)
+        problems: list[str] = []
+        verdict: dict[str, bool] = {}  # folder -> "everything below is fresh" (no check needed)
+        with SafeTree(str(self.workspace)) as tree:
+            for path, *_ in plan.writes:
+                if _below_fresh(tree, path, deleting, verdict, problems) or path in current.files:
+                    continue
+                st = tree.lstat(path)
+                if st is not None and not stat.S_ISDIR(st.st_mode):
+                    problems.append(
+                        f"{path} (exists but is not captured: ignored, excluded, oversize or special)"
+                    )
+        if problems:
+            shown = "; ".join(problems[:5])
+            if len(problems) > 5:
+                shown += f"; and {len(problems) - 5} more"
+            raise RestoreError(
+                "restore refused, nothing was changed: it would overwrite files the store does "
+                f"not hold: {shown}. Move them away first"
+            )
+
+    def _write_journal(self, token: str, target: str, safety: str, plan: Plan) -> None:
+        data = {
+            "token": token,
+            "target": target,
+            "safety": safety,
+            "writes": [p for p, *_ in plan.writes],
+        }
+        # Not durable: the journal guards against the process dying (SIGKILL, OOM), which
+        # leaves the page cache intact; like git's own objects, it does not claim power-loss
+        # durability.
+        atomic_write(self.journal, json.dumps(data))
+
+    # ------------------------------------------------------------------ execution
+
+    def execute(self, plan: Plan, token: str, root: Path | None = None) -> list[str]:
+        """Carry out ``plan``; returns the folders actually pruned."""
+        with SafeTree(str(root or self.workspace)) as tree, BlobReader(self.git) as blobs:
+            for path in plan.deletes:
+                tree.unlink(path)
+            pruned = [d for d in plan.prune if tree.rmdir(d)]
+            deferred: list[tuple[str, Callable[[int], None], int]] = []
+            for path, mode, oid, perm in plan.writes:
+                if mode == 0o120000:
+                    tree.write_symlink(path, blobs.read(oid), token)
+                    continue
+                if mode not in (0o100644, 0o100755):
+                    raise RestoreError(f"{path}: unsupported entry mode {mode:o} in the snapshot")
+
+                def fill(fd: int, oid: str = oid) -> None:
+                    with os.fdopen(os.dup(fd), "wb", buffering=1 << 20) as fh:
+                        blobs.read_to(oid, fh)
+
+                # In the workspace a journal is on record: on a full disk, the old file may go
+                # first (the safety snapshot holds it; recovery redoes the write after a kill),
+                # and a file that still finds no room is written again after the others.
+                try:
+                    tree.write_file(path, fill, perm, token, make_room=root is None)
+                except OSError as exc:
+                    if root is not None or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                        raise
+                    deferred.append((path, fill, perm))
+            for path, refill, perm in deferred:
+                tree.write_file(path, refill, perm, token, make_room=True)
+            for path, perm in plan.chmods:
+                tree.chmod(path, perm)
+            for d in plan.mkdirs:
+                tree.mkdirs(d)
+        return pruned
+
+    def _sync_index(self, plan: Plan, tree: TreeHash) -> None:
+        """Tell the index what the restore changed (it now holds ``tree``).
+
+        One ``update-index --index-info`` with the blob ids the plan already knows: nothing is
+        hashed again. The entries carry no stat data, which is fine: our own stat cache decides
+        what git is asked about, and a later change of these files is fed to git as usual.
+        """
+        records = [
+            f"0 {'0' * 40}\t".encode() + os.fsencode(p) + b"\0" for p in sorted(plan.deletes)
+        ]
+        records += [
+            f"{mode:o} {oid}\t".encode() + os.fsencode(p) + b"\0"
+            for p, mode, oid, *_ in sorted(plan.writes) + sorted(plan.index_modes)
+        ]
+
+        def update_index() -> None:
+            if records:
+                self.run(["update-index", "-z", "--index-info"], input=b"".join(records))
+
+        self.scanner.restored(
+            [(p, oid) for p, _mode, oid, _perm in plan.writes],
+            {p for p, *_ in plan.writes} | {p for p, _ in plan.chmods},
+            plan.deletes,
+            [*plan.prune, *plan.mkdirs],
+            tree,
+            update_index,
+        )
+
+    def _sync_index_or_forget(self, plan: Plan, tree: TreeHash) -> str | None:
+        """``_sync_index`` after the files are written; a failure (a full disk) only costs the
+        cache: it is forgotten, and the warning says so."""
+        try:
+            self._sync_index(plan, tree)
+            return None
+        except (GitFailed, OSError) as exc:
+            self.scanner.forget_index()
+            return (
+                f"the store's index could not be updated ({one_line(exc)}); the next "
+                "capture checks the restored files again"
+            )
+
+    # ------------------------------------------------------------------ rollback & recovery
+
+    def _rollback(self, token: str, safety: Snapshot, plan: Plan, target: Snapshot) -> None:
+        self._cleanup_temps(token, [p for p, *_ in plan.writes])
+        self.scanner.forget_index()
+        try:
+            scan = self.scanner.scan(verify=True)
+        except (GitFailed, OSError):
+            # The scan writes the index, which a full disk refuses. Without it: every path that
+            # differs between the safety and the target was in the plan, and going back from
+            # the target's tree rewrites each of them (done or not) to its safety state.
+            self.scanner.forget_index()
+            scan = Scan(target.tree, self.scanner.walk(verify=True), 0, 0.0)
+        back = self.plan(scan, safety)
+        self.execute(back, token)
+        self._sync_index_or_forget(back, safety.tree)
+        with contextlib.suppress(FileNotFoundError):
+            self.journal.unlink()
+
+    def _cleanup_temps(self, token: str, paths: Iterable[str]) -> None:
+        with SafeTree(str(self.workspace)) as tree:
+            for p in paths:
+                tree.remove_temp(p, token)
+
+    def recover(self) -> str | None:
+        """Finish (or else roll back) a restore that was interrupted; ``None`` if there was none."""
+        journal = self.journal
+        try:
+            data = json.loads(journal.read_text(encoding="utf-8", errors="surrogateescape"))
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            journal.unlink()  # torn before the rename: the restore never started writing
+            return "discarded an unfinished journal of a restore that had not started"
+        token, target_id, safety_id = data["token"], data["target"], data["safety"]
+        self._cleanup_temps(token, data.get("writes", ()))
+        snaps = self.catalogue.load()
+        self.scanner.forget_index()
+        for what, commit in (("completed", target_id), ("rolled back", safety_id)):
+            snap = snaps.get(commit)
+            if snap is not None and self._redo(snap, token):
+                journal.unlink()
+                self.catalogue.bump(last=commit, undo=safety_id)
+                return f"{what} an interrupted restore (to {commit[:12]})"
+        raise RecoveryError(
+            f"an interrupted restore in {self.store} could be neither completed nor rolled back; "
+            f"the journal is kept at {journal}. Move files that block it and run `treesearch snap "
+            "log` again"
+        )
+
+    def _redo(self, snap: Snapshot, token: str) -> bool:
+        """Bring the workspace to ``snap`` after a kill; False (and nothing left behind but the
+        files already written) when that fails."""
+        plan = Plan()
+        try:
+            plan = self.plan(self.scanner.scan(verify=True), snap)
+            self.execute(plan, token)
+            self._sync_index_or_forget(plan, snap.tree)
+            return True
+        except (RestoreError, OSError, GitFailed):
+            self._cleanup_temps(token, [p for p, *_ in plan.writes])
+            self.scanner.forget_index()
+            return False
+
+
+def _below_fresh(
+    tree: SafeTree, path: str, deleting: set[str], verdict: dict[str, bool], problems: list[str]
+) -> bool:
+    """Is ``path`` below a folder that is new (or deleted by the plan), so nothing can be in its
+    way? Records a file or symlink standing where the target needs a folder in ``problems``."""
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        d = "/".join(parts[:i])
+        if d not in verdict:
+            if d in deleting:
+                verdict[d] = True
+            else:
+                try:
+                    st = tree.lstat(d)
+                except UnsafePathError:
+                    st = None  # reported at the first offending component
+                if st is not None and not stat.S_ISDIR(st.st_mode):
+                    problems.append(
+                        f"{d} (the target needs a folder here; the file or symlink "
+                        "in the way is not captured)"
+                    )
+                    verdict[d] = True
+                else:
+                    verdict[d] = st is None
+        if verdict[d]:
+            return True
+    return False
+
+
+def _parent_dirs(paths: Iterable[str]) -> set[str]:
+    out: set[str] = set()
+    for p in paths:
+        parts = p.split("/")
+        for i in range(1, len(parts)):
+            out.add("/".join(parts[:i]))
+    return out

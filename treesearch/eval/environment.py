@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import shutil
+import site
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -211,6 +212,7 @@ def _build(
                 return f"environment set-up timed out after {timeout:g}s (log: {log})"
             if i == 1:
                 env.update(_venv_vars(venv))
+                _see_parent_packages(venv)
             out.write(f"$ {cmd}\n")
             out.flush()
             res = sandbox.run(cmd, src, timeout=left, env=env, output_limit=256 * 1024)
@@ -222,6 +224,16 @@ def _build(
             if not res.ok:
                 return f"environment set-up failed: `{cmd}` exited {res.exit_code} (log: {log})"
     return None
+
+
+def _see_parent_packages(venv: Path) -> None:
+    # The running interpreter's packages (its test tools, treesearch's pytest probe) stay
+    # importable in the new venv, after whatever the set-up installs there.
+    found = sorted(venv.glob("lib/python*/site-packages"))
+    if not found:
+        return
+    parents = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    (found[0] / "_treesearch_parent.pth").write_text("".join(p + "\n" for p in parents))
 
 
 def remove_tree(path: Path) -> None:

@@ -144,6 +144,13 @@ def env_spec_for(inst: Instance) -> EnvSpec:
     return EnvSpec(repo, inst.version, inst.environment_setup_commit, (), (), "none")
 
 
+def interpreter_vars() -> dict[str, str]:
+    """Without set-up commands, ``python`` in test commands is the running interpreter (its
+    folder first on ``PATH``), whatever the shell that started the batch has first."""
+    path = os.environ.get("PATH", os.defpath)
+    return {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{path}"}
+
+
 def _venv_vars(venv: Path) -> dict[str, str]:
     path = os.environ.get("PATH", os.defpath)
     return {"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{path}"}
@@ -162,7 +169,7 @@ def prepare_env(
     may ask for the same key at once: one builds, the others wait on its lock and reuse it.
     """
     if not spec.needed:
-        return EnvResult({}, None)
+        return EnvResult(interpreter_vars(), None)
     root.mkdir(parents=True, exist_ok=True)
     home = root / spec.key()
     log = root / f"{spec.key()}.log"

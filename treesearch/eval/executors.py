@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
@@ -34,6 +35,8 @@ class ExecutorError(TreesearchError):
 
 
 _busy = False
+STOP_GRACE = 60.0
+"""Seconds running instances get to stop after Ctrl-C before their worker is terminated."""
 
 
 def _worker_init() -> None:
@@ -52,6 +55,8 @@ def _pool_task(inst: Instance, settings: EvalSettings) -> InstanceReport:
         return run_instance(inst, settings)
     finally:
         _busy = False
+STOP_GRACE = 60.0
+"""Seconds running instances get to stop after Ctrl-C before their worker is terminated."""
 
 
 def run_local(
@@ -78,11 +83,18 @@ def run_local(
     except KeyboardInterrupt:
         for fut in futures:
             fut.cancel()
-        procs = getattr(pool, "_processes", None) or {}
-        for proc in list(procs.values()):
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        for proc in procs:
             with contextlib.suppress(OSError, AttributeError, TypeError):
                 os.kill(proc.pid, signal.SIGINT)
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + STOP_GRACE
+        for proc in procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        for proc in procs:
+            if proc.is_alive():  # a search that did not stop in time
+                proc.terminate()
+                proc.join(5)
         raise
     pool.shutdown(wait=True)
 

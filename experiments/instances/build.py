@@ -37,8 +37,8 @@ import yaml
 try:
     from treesearch.scoring import Outcome, RunStatus, TestSpec, run_tests
     from treesearch.store.source import apply_patch, commit_folder, diff_commits, materialize_commit
-except ImportError:  # pragma: no cover - set-up hint only
-    sys.exit("cannot import treesearch: run `pip install -e .` in the repository first")
+except ImportError as exc:  # pragma: no cover - set-up hint only
+    sys.exit(f"cannot import treesearch ({exc}): run `pip install -e .` in the repository first")
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE.parent / "bugs"

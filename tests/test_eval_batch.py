@@ -71,7 +71,9 @@ def test_eval_resolves_instance_and_writes_every_output(tmp_path: Path) -> None:
 def test_eval_held_out_test_is_absent_from_workspace_during_search(tmp_path: Path) -> None:
     listing = tmp_path / "listing.txt"
     steps = [
-        {"run": f"find . -type f -not -path './.*' | sort > {listing}; cat heldout/test_more.py || true"},
+        {
+            "run": f"find . -type f -not -path './.*' | sort > {listing}; cat heldout/test_more.py || true"
+        },
         {"replace": "calc.py", "old": "a - b", "new": "a + b"},
     ]
     inst = calc_repo(tmp_path)
@@ -356,7 +358,7 @@ def _built_in(tmp: Path, bugs: str) -> Path:
 
 @pytest.mark.slow
 def test_eval_sigkill_of_driver_then_resume_gives_same_results(tmp_path: Path) -> None:
-    build = _built_in(tmp_path, "arith_bisect,compare_count,swap_elapsed,constant_product")
+    build = _built_in(tmp_path, "compare_count,arith_celsius,swap_elapsed")
     common = [
         str(ROOT / "configs/eval-mutation.yaml"),
         "--instances",
@@ -366,9 +368,9 @@ def test_eval_sigkill_of_driver_then_resume_gives_same_results(tmp_path: Path) -
         "--workers",
         "1",
         "-c",
-        "search.budget.test_runs=4",
+        "search.budget.test_runs=12",
         "-c",
-        "search.budget.expansions=12",
+        "search.budget.expansions=40",
     ]
     whole = _cli(*common, "--out", str(tmp_path / "whole"))
     assert whole.returncode == 0, whole.stderr
@@ -389,11 +391,11 @@ def test_eval_sigkill_of_driver_then_resume_gives_same_results(tmp_path: Path) -
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
     done_before = results.read_text().count("\n")
-    assert 1 <= done_before < 4
+    assert 1 <= done_before < 3
     assert not (tmp_path / "cut" / "summary.json").exists()
     resumed = _cli("--resume", str(tmp_path / "cut"))
     assert resumed.returncode == 0, resumed.stderr
-    assert f"{4 - done_before} of 4 instances to run, {done_before} already finished" in (
+    assert f"{3 - done_before} of 3 instances to run, {done_before} already finished" in (
         resumed.stderr
     )
     assert rows_without_timing(results) == rows_without_timing(tmp_path / "whole" / "results.jsonl")
@@ -402,3 +404,45 @@ def test_eval_sigkill_of_driver_then_resume_gives_same_results(tmp_path: Path) -
     assert sorted(p.name for p in (tmp_path / "cut" / "instances").iterdir()) == sorted(
         p.name for p in (tmp_path / "whole" / "instances").iterdir()
     )
+
+
+@pytest.mark.slow
+def test_eval_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path: Path) -> None:
+    inst = calc_repo(tmp_path)
+    rows = [dict(inst, instance_id=f"acme__calc-{i}") for i in range(1, 5)]
+    steps = [{"run": "sleep 0.5"}] * 4 + [{"replace": "calc.py", "old": "a - b", "new": "a + b"}]
+    common = [
+        str(eval_config(tmp_path, steps=steps)),
+        "--instances",
+        str(write_jsonl(tmp_path / "inst.jsonl", rows)),
+        "--repos",
+        str(tmp_path / "repos"),
+        "--workers",
+        "1",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "treesearch", "eval", *common, "--out", str(tmp_path / "ev")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    results = tmp_path / "ev" / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if results.is_file() and results.read_text().count("\n") >= 1:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted: continue with `treesearch eval --resume" in out
+    summary = json.loads((tmp_path / "ev" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and 1 <= summary["done"] < 4
+    done = [json.loads(x)["status"] for x in results.read_text().splitlines()]
+    assert done == ["resolved"] * summary["done"]  # an interrupted search is not a row
+    resumed = _cli("--resume", str(tmp_path / "ev"))
+    assert resumed.returncode == 0, resumed.stderr
+    final = [json.loads(x) for x in results.read_text().splitlines()]
+    assert [r["instance_id"] for r in final] == [r["instance_id"] for r in rows]
+    assert {r["status"] for r in final} == {"resolved"}

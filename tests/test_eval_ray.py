@@ -23,7 +23,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
 ]
 BUGS = "compare_count,arith_celsius,swap_elapsed"
-OVERRIDES = ["search.budget.test_runs=6", "search.budget.expansions=20"]
+OVERRIDES = ["search.budget.test_runs=12", "search.budget.expansions=40"]
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,7 @@ from treesearch.config import (
 from treesearch.errors import RunError
 from treesearch.runs import RunDir, new_run_id
 from treesearch.scoring import ScoreCache, Scorer
+from treesearch.scoring.heldout import check_grade_files, grade_in_copy
 from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage
 from treesearch.search.controller import Controller, SearchResult, Strategy
@@ -96,6 +97,10 @@ def run_from_config(
         resolved.setdefault("store", {})["home"] = str(
             home if home.is_absolute() else (loaded.base_dir / home).resolve()
         )
+    grade_files = getattr(cfg.scoring, "grade_files", None)
+    if grade_files is not None:
+        checked = check_grade_files(grade_files, loaded.source, loaded.base_dir, original)
+        resolved["scoring"]["grade_files"] = {k: str(v) for k, v in checked.items()}
     run_id = cfg.output.run_id or new_run_id(cfg.output.instance_id)
     root_runs = runs_dir or Path(cfg.output.runs_dir)
     run = RunDir.create(root_runs.resolve(), run_id, resolved)
@@ -221,7 +226,11 @@ def _finish(
     )
     grade = None
     if cfg.scoring.grade_tests is not None and not result.interrupted:
-        grade = scorer.grade(store.workspace, tree=best)
+        # In a fresh copy of the best tree plus the held-out files: never in the workspace.
+        files = check_grade_files(
+            getattr(cfg.scoring, "grade_files", None), loaded.source, loaded.base_dir, None
+        )
+        grade = grade_in_copy(scorer, store, best, files, name=store.workspace.name)
     run.write_text("graph.json", G.to_json(g))
     path = G.path_to(g, best)
     timings = result.timings

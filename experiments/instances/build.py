@@ -144,8 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bugs", help="comma-separated bug ids (default: every bug)")
     args = ap.parse_args(argv)
     out = Path(args.out).resolve()
-    names = args.bugs.split(",") if args.bugs else sorted(
-        p.name for p in CORPUS.iterdir() if (p / "bug.yaml").is_file()
+    names = (
+        args.bugs.split(",")
+        if args.bugs
+        else sorted(p.name for p in CORPUS.iterdir() if (p / "bug.yaml").is_file())
     )
     missing = [n for n in names if not (CORPUS / n / "bug.yaml").is_file()]
     if missing:

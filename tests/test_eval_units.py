@@ -248,3 +248,31 @@ def test_eval_missing_repos_folder_is_refused(tmp_path: Path) -> None:
     inst = write_jsonl(tmp_path / "i.jsonl", [GOOD])
     with pytest.raises(Exception, match="--repos .*nowhere: not a folder"):
         run_eval(eval_config(tmp_path), inst, repos=tmp_path / "nowhere", out=tmp_path / "e")
+
+
+# ------------------------------------------------------------------------------ SWE-bench's way
+
+
+def test_swebench_test_command_lists_test_files_of_test_patch() -> None:
+    from treesearch.eval.swebench_grading import test_command, test_directives
+
+    patch = (
+        "diff --git a/tests/test_a.py b/tests/test_a.py\n--- a/tests/test_a.py\n"
+        "diff --git a/tests/data.json b/tests/data.json\n--- a/tests/data.json\n"
+        "diff --git a/tests/test_b.py b/tests/test_b.py\n"
+    )
+    assert test_directives(patch) == ["tests/test_a.py", "tests/test_b.py"]
+    assert test_command({"test_cmd": "pytest -rA"}, patch) == (
+        "pytest -rA tests/test_a.py tests/test_b.py"
+    )
+    assert test_command({}, patch) is None
+
+
+def test_swebench_statuses_skipped_or_missing_are_not_a_pass() -> None:
+    from treesearch.eval.swebench_grading import grade_statuses
+
+    statuses = {"a": "PASSED", "b": "SKIPPED", "c": "XFAIL", "d": "FAILED"}
+    assert grade_statuses(statuses, ["a", "b", "missing"], ["c", "d"]) == {
+        "FAIL_TO_PASS": {"success": ["a"], "failure": ["b", "missing"]},
+        "PASS_TO_PASS": {"success": ["c"], "failure": ["d"]},
+    }

@@ -269,6 +269,7 @@ def _settings(resolved: Mapping[str, Any], target: Path) -> EvalSettings:
         env_dir=env_dir or str(target / "envs"),
         repos=resolved.get("repos"),
         task_from_instance=bool(section.get("task_from_instance", True)),
+        grade_tests_explicit="grade_tests" in section,
     )
 
 

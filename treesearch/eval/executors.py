@@ -55,6 +55,8 @@ def _pool_task(inst: Instance, settings: EvalSettings) -> InstanceReport:
         return run_instance(inst, settings)
     finally:
         _busy = False
+
+
 STOP_GRACE = 60.0
 """Seconds running instances get to stop after Ctrl-C before their worker is terminated."""
 

@@ -12,6 +12,7 @@ another machine; the scratch folder is removed.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import json
 import shutil
@@ -23,9 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from treesearch.errors import TreesearchError
-from treesearch.eval.environment import EnvResult, env_spec_for, prepare_env, remove_tree
+from treesearch.eval.environment import (
+    EnvResult,
+    env_spec_for,
+    prepare_env,
+    remove_tree,
+    swebench_parser,
+    swebench_specs,
+)
 from treesearch.eval.instances import Instance, find_repo
-from treesearch.scoring import RunStatus, SweBench, TestSpec, run_tests
+from treesearch.eval.swebench_grading import grade_statuses, test_command
+from treesearch.scoring import Grade, RunStatus, SweBench, TestSpec, run_tests
 from treesearch.store.source import apply_patch, materialize_commit
 
 __all__ = ["EvalSettings", "InstanceInterrupted", "InstanceReport", "run_instance"]
@@ -51,6 +60,8 @@ class EvalSettings:
     env_dir: str = ""
     repos: str | None = None
     task_from_instance: bool = True
+    grade_tests_explicit: bool = False
+    """The config names ``eval.grade_tests`` (then SWE-bench's own test command is not used)."""
 
 
 @dataclass
@@ -222,12 +233,25 @@ def _grade(
     spec_map = dict(s.grade_tests)
     if env.env:
         spec_map["env"] = {**dict(env.env), **(spec_map.get("env") or {})}
+    official = _swebench_way(inst, s)
+    if official is not None:  # SWE-bench's own test command and log parser
+        spec_map.update(command=official[0], runner="generic")
     spec = TestSpec.from_config(spec_map, s.source, where="eval.grade_tests")
     run = run_tests(spec, grade_dir)
     row["grade_test_runs"] = 1
     judge = SweBench(inst.fail_to_pass, inst.pass_to_pass, strict_pass_to_pass=True)
-    report = judge.report(run)
-    grade = judge(run)
+    if official is not None:
+        statuses = official[1](run.output) if run.status is not RunStatus.TIMEOUT else {}
+        report = grade_statuses(statuses, inst.fail_to_pass, inst.pass_to_pass)
+        resolved = not report["FAIL_TO_PASS"]["failure"] and not report["PASS_TO_PASS"]["failure"]
+        grade = Grade(1.0 if resolved else 0.0, resolved, {"parser": "swebench"})
+        if not statuses and run.status is not RunStatus.TIMEOUT:
+            run = dataclasses.replace(
+                run, status=RunStatus.INVALID, problem="SWE-bench's log parser found no tests"
+            )
+    else:
+        report = judge.report(run)
+        grade = judge(run)
     (out / "output.txt").write_text(
         f"$ {spec.command}\n(exit {run.exit_code}, status {run.status.value})\n"
         + (run.output or ""),
@@ -261,6 +285,19 @@ def _grade(
         row["reason"] = f"{len(failed)} graded test(s) not passing" + (
             f" (run {run.status.value})" if run.status is not RunStatus.OK else ""
         )
+
+
+def _swebench_way(inst: Instance, s: EvalSettings) -> tuple[str, Any] | None:
+    """(test command, log parser) from the installed ``swebench`` for this instance, unless the
+    config names its own ``eval.grade_tests``."""
+    if s.grade_tests_explicit or not inst.repo:
+        return None
+    spec = swebench_specs(inst.repo, inst.version)
+    parser = swebench_parser(inst.repo) if spec else None
+    command = test_command(spec, inst.test_patch) if spec else None
+    if command is None or parser is None:
+        return None
+    return command, parser
 
 
 def _usd(graph: Any) -> float:

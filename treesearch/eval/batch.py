@@ -404,7 +404,12 @@ def _batch(
     _write_jsonl(target / "results.jsonl", rows)
     _write_jsonl(target / "predictions.jsonl", [_prediction(target, r, model) for r in rows])
     interrupted = interrupted or len(rows) < len(items)
-    summary = summarize(rows, len(items), settings, resolved, interrupted, time.monotonic() - t0)
+    prior = 0.0
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        prior = float(json.loads((target / "summary.json").read_text()).get("wall_seconds", 0.0))
+    session = time.monotonic() - t0
+    summary = summarize(rows, len(items), settings, resolved, interrupted, prior + session)
+    summary["session_seconds"] = round(session, 3)
     _atomic_write(target / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     emit({"event": "eval_finished", "summary": summary, "out": str(target)})
     return EvalOutcome(target, rows, summary, interrupted, skipped)

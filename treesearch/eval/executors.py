@@ -39,18 +39,24 @@ STOP_GRACE = 60.0
 """Seconds running instances get to stop after Ctrl-C before their worker is terminated."""
 
 
+_stopping = False
+
+
 def _worker_init() -> None:
-    # An idle worker ignores Ctrl-C (the driver decides); a busy one stops its search.
+    # An idle worker ignores Ctrl-C (the driver decides); a busy one stops its search, once: a
+    # second SIGINT (the terminal's and the driver's) must not cut the search's own clean-up.
     def on_sigint(signum: int, frame: Any) -> None:
-        if _busy:
+        global _stopping
+        if _busy and not _stopping:
+            _stopping = True
             raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_sigint)
 
 
 def _pool_task(inst: Instance, settings: EvalSettings) -> InstanceReport:
-    global _busy
-    _busy = True
+    global _busy, _stopping
+    _busy, _stopping = True, False
     try:
         return run_instance(inst, settings)
     finally:

@@ -6,6 +6,7 @@ Runs a real local Ray (``ray.init(num_cpus=2)``); skipped when Ray is not instal
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -70,14 +71,19 @@ def test_eval_on_local_ray_matches_local_pool(built: Path, tmp_path: Path) -> No
 
 
 def test_eval_ray_executor_without_ray_says_how_to_install(tmp_path: Path, built: Path) -> None:
-    if subprocess.run([sys.executable, "-c", "import ray"], capture_output=True).returncode == 0:
-        pytest.skip("Ray is installed here: the message for a missing Ray cannot be seen")
+    # A `ray` that cannot be imported stands in for a missing Ray, installed or not.
+    blocker = tmp_path / "block" / "ray"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('no Ray here')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker.parent), str(ROOT)])}
     proc = subprocess.run(
         [sys.executable, "-m", "treesearch", "eval", str(ROOT / "configs/eval-mutation.yaml")]
-        + ["--instances", str(built / "instances.jsonl"), "--executor", "ray"]
-        + ["--out", str(tmp_path / "ev")],
+        + ["--instances", str(built / "instances.jsonl"), "--repos", str(built / "repos")]
+        + ["--executor", "ray", "--out", str(tmp_path / "ev")],
         capture_output=True,
         text=True,
         cwd=ROOT,
+        env=env,
     )
-    assert proc.returncode == 1 and "pip install -e '.[ray]'" in proc.stderr
+    assert proc.returncode == 1, proc.stderr
+    assert "--executor ray needs Ray: install it with `pip install -e '.[ray]'`" in proc.stderr

@@ -24,6 +24,7 @@ import contextlib
 import copy
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -245,6 +246,11 @@ def _check_executor(executor: str, workers: int | None) -> None:
         raise EvalError(f"--executor {executor}: must be local or ray")
     if workers is not None and (isinstance(workers, bool) or workers < 1):
         raise EvalError(f"--workers {workers}: must be at least 1")
+    if executor == "ray" and importlib.util.find_spec("ray") is None:
+        raise EvalError(
+            "--executor ray needs Ray: install it with `pip install -e '.[ray]'` "
+            "(or `pip install 'ray>=2.9'`)"
+        )
 
 
 def _default_out() -> Path:

@@ -360,6 +360,27 @@ def _built_in(tmp: Path, bugs: str) -> Path:
     return build
 
 
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 @pytest.mark.slow
 def test_eval_sigkill_of_driver_then_resume_gives_same_results(tmp_path: Path) -> None:
     build = _built_in(tmp_path, "compare_count,arith_celsius,swap_elapsed")
@@ -392,8 +413,15 @@ def test_eval_sigkill_of_driver_then_resume_gives_same_results(tmp_path: Path) -
             break
         time.sleep(0.05)
     assert victim.poll() is None, "the batch ended before it could be killed"
+    workers = _children(victim.pid)
+    assert workers
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
+    # The orphaned pool workers stop their search and leave (no process left behind).
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and any(_alive(p) for p in workers):
+        time.sleep(0.1)
+    assert not [p for p in workers if _alive(p)]
     done_before = results.read_text().count("\n")
     assert 1 <= done_before < 3
     assert not (tmp_path / "cut" / "summary.json").exists()

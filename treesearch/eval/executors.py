@@ -40,18 +40,30 @@ STOP_GRACE = 60.0
 
 
 _stopping = False
+_parent = 0
 
 
 def _worker_init() -> None:
     # An idle worker ignores Ctrl-C (the driver decides); a busy one stops its search, once: a
     # second SIGINT (the terminal's and the driver's) must not cut the search's own clean-up.
+    global _parent
+    _parent = os.getppid()
+
     def on_sigint(signum: int, frame: Any) -> None:
         global _stopping
+        if not _busy and os.getppid() != _parent:
+            os._exit(1)  # the driver is gone: nothing will ever come to this idle worker
         if _busy and not _stopping:
             _stopping = True
             raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_sigint)
+    # Linux: a driver killed outright (SIGKILL) sends its workers SIGINT, so that an orphaned
+    # search stops cleanly instead of running on for nothing (its result could not be kept).
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGINT))  # PR_SET_PDEATHSIG
 
 
 def _pool_task(inst: Instance, settings: EvalSettings) -> InstanceReport:
@@ -61,6 +73,8 @@ def _pool_task(inst: Instance, settings: EvalSettings) -> InstanceReport:
         return run_instance(inst, settings)
     finally:
         _busy = False
+        if os.getppid() != _parent:
+            os._exit(1)  # orphaned (the driver was killed): its result cannot be kept
 
 
 STOP_GRACE = 60.0

@@ -736,12 +736,22 @@ def _add_eval(sub: Any) -> None:
         "directory. `treesearch eval --resume DIR` continues an interrupted batch.",
     )
     p.add_argument("config", nargs="?", help="search config without a workspace")
-    p.add_argument("--instances", help="instances file (SWE-bench JSON or JSONL)")
-    p.add_argument("--repos", help="folder of local repositories: owner__name or owner/name[.git]")
-    p.add_argument("--out", help="eval directory to create (default: evals/eval-<time>)")
-    p.add_argument("--workers", type=int, help="parallel instances (default: the CPU count)")
+    p.add_argument("--instances", metavar="FILE", help="instances file (SWE-bench JSON or JSONL)")
+    p.add_argument(
+        "--repos",
+        metavar="DIR",
+        help="folder of local repositories: owner__name or owner/name[.git]",
+    )
+    p.add_argument(
+        "--out", metavar="DIR", help="eval directory to create (default: evals/eval-<time>)"
+    )
+    p.add_argument(
+        "--workers", type=int, metavar="N", help="parallel instances (default: the CPU count)"
+    )
     p.add_argument("--executor", choices=("local", "ray"), help="local process pool or Ray")
-    p.add_argument("--ray-address", help="join this Ray cluster (default: start a local Ray)")
+    p.add_argument(
+        "--ray-address", metavar="ADDR", help="join this Ray cluster (default: start a local Ray)"
+    )
     p.add_argument("--resume", metavar="DIR", help="continue the batch of an eval directory")
     p.add_argument(
         "-c",

@@ -112,3 +112,34 @@ def write() -> Callable[..., Path]:
         return p
 
     return _write
+
+
+# ---------------------------------------------------------------------------- watcher on and off
+
+SLOW_TESTS_IN_BOTH_WATCH_MODES = frozenset(
+    {"test_sigkill_at_random_points_leaves_store_clean_and_workspace_whole"}
+)
+"""Slow tests that also run with the watcher off (others run with it on only)."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests that use ``watch_mode`` run with the store's watcher on and off (slow ones: on only,
+    except those named in ``SLOW_TESTS_IN_BOTH_WATCH_MODES``)."""
+    if "watch_mode" not in metafunc.fixturenames:
+        return
+    modes = ["watch", "no-watch"]
+    if (
+        metafunc.definition.get_closest_marker("slow") is not None
+        and metafunc.function.__name__ not in SLOW_TESTS_IN_BOTH_WATCH_MODES
+    ):
+        modes = ["watch"]
+    metafunc.parametrize("watch_mode", modes, indirect=True)
+
+
+@pytest.fixture
+def watch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """The store's watcher on (True) or off, through ``TREESEARCH_WATCH``, which every store
+    opened by the test or by its child processes reads."""
+    on = request.param == "watch"
+    monkeypatch.setenv("TREESEARCH_WATCH", "1" if on else "0")
+    return on

@@ -9,7 +9,9 @@ returns for the n-th request (0-based): a ``Reply``. Helpers build the usual rep
         server.requests         # the parsed JSON bodies received, in order
         server.headers          # their headers
 
-``Reply(delay=2.0, ...)`` answers late (the wait ends early when the server stops, so a test
+``FakeLLMServer(script, max_request_chars=N)`` refuses a request body longer than N characters
+the way OpenAI does (HTTP 400, code ``context_length_exceeded``), without calling the script;
+such requests go to ``server.too_long``. ``Reply(delay=2.0, ...)`` answers late (the wait ends early when the server stops, so a test
 never waits for a reply nobody reads); ``error_reply(429, retry_after=0)`` sends an error status.
 ``stop()`` (or leaving the ``with`` block) shuts the server down and joins every thread.
 """
@@ -141,6 +143,23 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._send(Reply({"error": {"message": "body is not JSON"}}, 400))
             return
+        if owner.max_request_chars is not None and len(raw) > owner.max_request_chars:
+            with owner.lock:
+                owner.too_long.append(body)
+            limit = owner.max_request_chars // 4
+            message = (
+                f"This model's maximum context length is {limit} tokens. However, your "
+                f"messages resulted in {len(raw) // 4} tokens. Please reduce the length of the "
+                "messages."
+            )
+            error = {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+            self._send(Reply({"error": error}, 400))
+            return
         with owner.lock:
             n = len(owner.requests)
             owner.requests.append(body)
@@ -173,8 +192,12 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeLLMServer:
     """The server (see the module docstring). Use as a context manager."""
 
-    def __init__(self, script: ScriptFn) -> None:
+    def __init__(self, script: ScriptFn, *, max_request_chars: int | None = None) -> None:
         self.script = script
+        self.max_request_chars = max_request_chars
+        """Longer request bodies get HTTP 400 ``context_length_exceeded``."""
+        self.too_long: list[dict[str, Any]] = []
+        """The request bodies refused as too long (not in ``requests``)."""
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.errors: list[str] = []

@@ -470,6 +470,25 @@ def boom(ctx):
     raise RuntimeError("model returned garbage")
 
 
+def keep_writing(ctx):
+    ctx.session.step([{"name": "write_file", "arguments": {"path": "pre.txt", "content": "p"}}])
+    n = 0
+    while True:
+        n += 1
+        (ctx.workspace / "tick.txt").write_text(str(n))
+        time.sleep(0.01)
+
+
+def keep_running(ctx):
+    ctx.session.step([{"name": "run", "arguments": {
+        "command": "while true; do echo x >> loop.txt; sleep 0.01; done", "timeout": 60}}])
+
+
+def vanish(ctx):
+    import os
+    os._exit(7)
+
+
 def hang(ctx):
     ctx.session.step([{"name": "write_file", "arguments": {"path": "pre.txt", "content": "p"}}])
     (ctx.workspace / "uncaptured.txt").write_text("u")
@@ -542,6 +561,55 @@ def test_python_agent_hanging_past_its_timeout_fails_and_is_cut_off(
     time.sleep(1.5)  # the abandoned function wakes up and tries another step: refused
     assert len(session.steps) == steps and not (workspace / "late.txt").exists()
     assert_consistent(session, workspace)
+
+
+def test_python_agent_looping_past_its_timeout_is_killed_and_writes_nothing_later(
+    session: TransactionalSession, workspace: Path, agent_module: str
+) -> None:
+    """Regression (issue #12 item 10): the function ran in a thread that outlived its timeout
+    and went on writing into the workspace during later expansions."""
+    result = run_agent(
+        build_agent({"kind": "python", "function": f"{agent_module}:keep_writing"}),
+        ctx_for(session, timeout=0.5),
+    )
+    assert result.status is AgentStatus.FAILED
+    assert result.reason is not None and "the function was killed" in result.reason
+    # The step it completed is kept; its direct writes were discarded with the failed run.
+    assert (workspace / "pre.txt").exists() and not (workspace / "tick.txt").exists()
+    assert_consistent(session, workspace)
+    time.sleep(0.5)  # a function still running would have written tick.txt again by now
+    assert not (workspace / "tick.txt").exists()
+    assert_consistent(session, workspace)
+    # The session file holds the child's step: loading it gives the same session.
+    assert session.path is not None
+    again = TransactionalSession.load(session.path, session.store, restore=False)
+    assert [s.tree_after for s in again.steps] == [s.tree_after for s in session.steps]
+
+
+def test_python_agent_killed_at_its_timeout_also_ends_the_commands_it_started(
+    session: TransactionalSession, workspace: Path, agent_module: str
+) -> None:
+    """A command the function started (in its own session, through the ``run`` tool) dies with
+    the function: it cannot go on writing either."""
+    result = run_agent(
+        build_agent({"kind": "python", "function": f"{agent_module}:keep_running"}),
+        ctx_for(session, timeout=0.5),
+    )
+    assert result.status is AgentStatus.FAILED
+    assert not (workspace / "loop.txt").exists()
+    time.sleep(0.5)  # a command still running would have written loop.txt again by now
+    assert not (workspace / "loop.txt").exists()
+    assert_consistent(session, workspace)
+
+
+def test_python_agent_whose_process_ends_without_a_result_fails_saying_how(
+    session: TransactionalSession, agent_module: str
+) -> None:
+    result = run_agent(
+        build_agent({"kind": "python", "function": f"{agent_module}:vanish"}), ctx_for(session)
+    )
+    assert result.status is AgentStatus.FAILED
+    assert "ended without a result (exit status 7" in (result.reason or "")
 
 
 def test_python_agent_with_a_missing_function_fails(session: TransactionalSession) -> None:

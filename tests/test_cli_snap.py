@@ -86,3 +86,41 @@ def test_snap_exit_codes_usage_2_failure_1_with_one_line_message(
     store_inside = snap(workspace, workspace / "cache", "capture")
     assert store_inside.returncode == 1 and "inside the workspace" in store_inside.stderr
     assert not (workspace / "cache").exists()
+
+
+def snap_here(cwd: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`treesearch snap ...` run in ``cwd`` without ``--workspace``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["TREESEARCH_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "treesearch", "snap", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        check=False,
+    )
+
+
+def test_snap_in_a_subfolder_works_on_the_workspace_whose_store_is_above_it(
+    workspace: Path, home: Path, write
+) -> None:
+    """Regression: `treesearch snap` run from a subfolder opened a new, separate store."""
+    write(workspace, "src/pkg/mod.py", "x = 1\n")
+    assert snap(workspace, home, "capture", "-l", "top").returncode == 0
+    sub = workspace / "src" / "pkg"
+    log = snap_here(sub, home, "log", "--json")
+    assert log.returncode == 0, log.stderr
+    assert [s["label"] for s in json.loads(log.stdout)] == ["top"]
+    assert len(list(home.iterdir())) == 1  # no second store
+    write(workspace, "README", "added later\n")
+    restored = snap_here(sub, home, "restore", "top")
+    assert restored.returncode == 0, restored.stderr
+    assert not (workspace / "README").exists()
+    # --workspace says otherwise: the subfolder is then a workspace of its own.
+    own = snap_here(sub, home, "log", "--workspace", ".")
+    assert own.returncode == 0 and "no snapshots yet" in own.stdout
+    # A folder with no store above it is its own workspace, as before.
+    elsewhere = workspace.parent / "other"
+    elsewhere.mkdir()
+    assert "no snapshots yet" in snap_here(elsewhere, home, "log").stdout

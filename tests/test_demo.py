@@ -14,6 +14,7 @@ from treesearch.agents import AgentContext, AgentStatus, build_agent, run_agent
 from treesearch.app import SearchOutcome, run_from_config
 from treesearch.config import agent_config, load_config
 from treesearch.scoring import Scorer
+from treesearch.search import render
 from treesearch.search.graph import path_to
 from treesearch.session import TransactionalSession
 from treesearch.store import ShadowStore
@@ -106,6 +107,22 @@ def test_demo_needs_the_mutation_agent_for_the_report_fix(demo: SearchOutcome) -
     assert [(e["path"], e["operator"]) for e in made] == [(rel, "False -> True")], (
         f"mutation edits on the best path {demo.summary['best']['path']}: {made}"
     )
+
+
+def test_a_second_demo_run_writes_the_same_graph_and_exports_byte_for_byte(
+    demo: SearchOutcome, tmp_path: Path
+) -> None:
+    """Regression (#12 item 12): the README promises the same graph for the same seed, byte for
+    byte; edge seconds and clock-dated snapshot commits made every run differ."""
+    loaded = load_config(DEMO, [f"store.home={tmp_path / 'home'}"])
+    again = run_from_config(loaded, runs_dir=tmp_path / "runs")
+    try:
+        first = (demo.run_dir / "graph.json").read_bytes()
+        assert (again.run_dir / "graph.json").read_bytes() == first
+        for fmt in ("graphml", "dot"):
+            assert render.export(again.graph, fmt) == render.export(demo.graph, fmt), fmt
+    finally:
+        shutil.rmtree(again.workspace.parent, ignore_errors=True)
 
 
 def test_sequential_agent_applying_the_demo_strategies_in_order_does_not_fix_it(

@@ -577,3 +577,100 @@ def test_llm_agent_cache_answers_a_repeated_request_without_the_server(
     assert summaries == ["reply 0", "reply 0", "reply 1"]
     assert len(server.requests) == 2
     assert [events(r, "response")[0]["source"] for r in (a, b, c)] == ["live", "cache", "live"]
+
+
+def test_llm_agent_fails_fast_on_a_refused_connection_without_retrying(
+    session: TransactionalSession, tmp_path: Path
+) -> None:
+    """Regression (issue #12 item 8): a dead server cost 15 s of retries per expansion."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    agent = agent_for(None, tmp_path, base_url=f"http://127.0.0.1:{port}/v1", retries=4)
+    result = run(agent, session)
+    assert result.status is AgentStatus.FAILED
+    assert result.reason is not None and "connection refused" in result.reason
+    assert f"127.0.0.1:{port}" in result.reason
+    assert events(result, "retry") == []
+
+
+# --- the context window (issue #12 item 9) ---------------------------------------------------------
+
+
+def test_llm_agent_shortens_the_history_and_retries_once_on_a_context_length_error(
+    session: TransactionalSession, ws: Path, tmp_path: Path
+) -> None:
+    """Regression: an HTTP 400 context_length_exceeded failed the expansion."""
+    (ws / "big.txt").write_text("".join(f"line {i:05d} of a long file\n" for i in range(2000)))
+    script = sequence(
+        [
+            tool_reply(call("read_file", path="big.txt")),
+            tool_reply(call("read_file", path="big.txt")),
+            tool_reply(call("finish", summary="read it twice")),
+        ]
+    )
+    with FakeLLMServer(script, max_request_chars=40_000) as server:
+        # No shortening by the agent's own budget: only the server's refusal triggers it.
+        agent = agent_for(server, tmp_path, observation_chars=20_000, context_tokens=10**6)
+        result = run(agent, session)
+    assert result.status is AgentStatus.FINISHED, result.reason
+    assert len(server.too_long) == 1  # the third request, refused once
+    [event] = events(result, "context_exceeded")
+    assert "context_length_exceeded" in event["error"] or "maximum context" in event["error"]
+    assert event["cut"] and event["cut"][0]["role"] == "tool"  # the oldest observation first
+    assert all(c["kept"] < c["chars"] for c in event["cut"])
+    resent = server.requests[-1]
+    assert len(json.dumps(resent)) <= 40_000
+    first = tool_messages(resent)[0]
+    assert "removed to fit the context budget" in first
+    assert first.startswith("line 00000")  # head and tail kept
+
+
+def test_llm_agent_fails_clearly_when_shortening_once_is_not_enough(
+    session: TransactionalSession, tmp_path: Path
+) -> None:
+    with FakeLLMServer(lambda body, n: tool_reply(call("finish")), max_request_chars=200) as srv:
+        result = run(agent_for(srv, tmp_path), session)
+    assert result.status is AgentStatus.FAILED
+    assert result.reason is not None and "longer than the model's context" in result.reason
+    assert len(srv.too_long) <= 2 and srv.requests == []  # asked at most twice, never more
+
+
+def test_llm_agent_caps_observations_and_text_replies_in_what_it_resends(
+    serve: Callable[[ScriptFn], FakeLLMServer],
+    session: TransactionalSession,
+    ws: Path,
+    tmp_path: Path,
+) -> None:
+    """Regression: a text-only reply was resent whole on every later turn, never shortened."""
+    (ws / "big.txt").write_text("B" * 1_000_000)
+    long_text = "thinking " * 50_000  # 450 000 characters
+    server = serve(
+        sequence(
+            [
+                tool_reply(call("read_file", path="big.txt")),
+                text_reply(long_text),
+                tool_reply(call("list_dir", path=".")),
+                tool_reply(call("finish", summary="done")),
+            ]
+        )
+    )
+    result = run(agent_for(server, tmp_path, observation_chars=5000), session)
+    assert result.status is AgentStatus.FINISHED, result.reason
+    last = server.requests[-1]
+    for m in last["messages"]:
+        text = m.get("content") or ""
+        assert len(text) <= 5000 + 100, (m["role"], len(text))
+    [said] = [
+        m
+        for m in last["messages"]
+        if m["role"] == "assistant" and "thinking" in (m["content"] or "")
+    ]
+    assert "characters cut" in said["content"]
+    assert said["content"].startswith("thinking") and said["content"].rstrip().endswith("thinking")
+    [obs] = [t for t in tool_messages(last) if t.startswith("B")]
+    assert "characters cut" in obs and obs.rstrip().endswith("B")
+    # The session keeps the model's reply whole.
+    assert any(m.get("content") == long_text for m in session.messages)

@@ -152,6 +152,51 @@ def test_llm_search_replay_without_a_recording_fails_each_expansion_clearly(
     )
     edges = list(outcome.graph.nodes(data=True))
     assert outcome.best_score is not None and outcome.best_score < 1.0
-    reasons = [noop.get("reason") or "" for _, data in edges for noop in data.get("noops", [])]
+    reasons = [
+        e.get("reason") or ""
+        for _, data in edges
+        for e in data.get("noops", []) + data.get("errors", [])
+    ]
     reasons += [d.get("reason") or "" for _, _, d in outcome.graph.edges(data=True)]
     assert reasons and all("replay: the recording has no response" in r for r in reasons)
+
+
+def _dead_url() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+
+
+@pytest.mark.parametrize("problem", ["unreachable", "wrong_model", "missing_key"])
+def test_llm_search_with_a_broken_model_setup_records_agent_errors_not_noops(
+    problem: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue #12 item 7): a dead server, an unknown model (HTTP 404) and a missing
+    API key each showed as a silent ``noop``; each is an ``error`` with its reason."""
+
+    def not_found(body: dict[str, Any], n: int) -> Reply:
+        message = f"The model `{body['model']}` does not exist"
+        return Reply({"error": {"message": message, "code": "model_not_found"}}, 404)
+
+    with FakeLLMServer(not_found) as s404:
+        url = _dead_url() if problem == "unreachable" else s404.base_url
+        if problem == "missing_key":
+            monkeypatch.delenv(KEY_ENV)
+        cfg = config(tmp_path, url, cache=False, samples=5)
+        cfg["search"]["budget"] = {"expansions": 2}
+        out = run_from_config(cfg)
+    expected = {
+        "unreachable": "connection refused",
+        "wrong_model": "HTTP 404",
+        "missing_key": f"{KEY_ENV} (config field api_key_env) is not set",
+    }[problem]
+    root = G.root_of(out.graph)
+    assert out.graph.nodes[root]["noops"] == []
+    reasons = [e["reason"] for e in out.graph.nodes[root]["errors"]]
+    assert len(reasons) == 2 and all(expected in r for r in reasons), reasons
+    summary = json.loads((out.run_dir / "summary.json").read_text())
+    assert summary["agent_errors"]["every_expansion_failed"] is True
+    [(reason, count)] = summary["agent_errors"]["by_reason"].items()
+    assert count == 2 and expected in reason

@@ -267,6 +267,7 @@ def test_save_then_a_new_process_resumes_the_same_state(
     session.step([write("ünï cödé.txt", "snowman ☃\n"), run("exit 1")], rollback_on_error=True)
     session.step([write("docs/x.md", "# x\n")])
     path = session.save()
+    session.close()  # the other process must be let in: a live session holds the workspace
     expected = tree_digest(workspace)
     # Someone changes the workspace before the resume: load must put the session's tree back.
     (workspace / "calc.py").write_text("broken\n")

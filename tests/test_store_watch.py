@@ -69,7 +69,7 @@ class _Ops:
                 "create", "create", "modify", "modify_same_size", "delete", "mkdir", "mkdir_deep",
                 "rmtree", "rename_file", "rename_dir", "dir_to_file", "symlink", "chmod",
                 "move_in", "move_out", "hardlink_write", "utime_dir", "gitignore", "build",
-                "nested_repo",
+                "nested_repo", "link_inside", "link_out_write",
             ]
         )  # fmt: skip
         d = rng.choice(dirs)
@@ -127,12 +127,27 @@ class _Ops:
             link = self.outside / "hardlink"
             if link.stat().st_nlink > 1:
                 link.write_text(f"through the other link {n}")
+        elif op == "link_inside" and files:
+            f = rng.choice(files)
+            if f.is_file() and not f.is_symlink():
+                # A later write through either name changes both. (A new link in an ignored
+                # folder is like one from outside: only a verifying walk sees it.)
+                to = rng.choice([x for x in dirs if "build" not in x.relative_to(self.ws).parts])
+                os.link(f, to / f"hl{n}")
+        elif op == "link_out_write" and files:
+            # A new link from outside, written through at once: no event reports it.
+            f = rng.choice(files)
+            if f.is_file() and not f.is_symlink():
+                os.link(f, self.outside / f"new-link{n}")
+                (self.outside / f"new-link{n}").write_text(f"through a new outside link {n}")
         elif op == "utime_dir":
             os.utime(d, ns=(1, 1_000_000_000 * n))
         elif op == "gitignore":
             (d / ".gitignore").write_text(f"# {n}\n")
         elif op == "build":
             b = self.ws / "build"
+            if b.is_symlink() or b.is_file():
+                b.unlink()  # a folder turned into a file earlier
             b.mkdir(exist_ok=True)
             (b / f"out{n}.o").write_text("ignored")
             (b / "keep.txt").write_text(f"tracked {n}")
@@ -167,7 +182,11 @@ def test_incremental_walk_matches_a_full_walk_after_random_edits(tmp_path: Path,
             got = walker.full()
         else:
             try:
-                got = walker.update(changes.dirty, changes.fresh)
+                # Only a verifying walk (a restore's safety scan) sees a write through a link
+                # made from outside since the last walk, or through one made and gone again.
+                gone = {"delete", "rename_dir", "rmtree", "dir_to_file", "move_out"}
+                verify = "link_out_write" in done or ("link_inside" in done and gone & set(done))
+                got = walker.update(changes.dirty, changes.fresh, verify=verify)
                 incremental += 1
                 # Every path that differs from the last walk is among those it says it touched.
                 differ = {
@@ -284,7 +303,9 @@ def _count_git(store: ShadowStore) -> list[list[str]]:
     return calls
 
 
-def test_files_a_restore_just_wrote_are_checked_by_hashing_not_by_git(tmp_path: Path) -> None:
+def test_files_a_restore_just_wrote_are_checked_by_hashing_not_by_git(
+    tmp_path: Path, watch_mode: bool
+) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("one\n")
@@ -300,7 +321,9 @@ def test_files_a_restore_just_wrote_are_checked_by_hashing_not_by_git(tmp_path: 
     assert again.tree == first.tree and calls == []
 
 
-def test_a_same_size_edit_right_after_a_restore_is_captured(tmp_path: Path) -> None:
+def test_a_same_size_edit_right_after_a_restore_is_captured(
+    tmp_path: Path, watch_mode: bool
+) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("one\n")
@@ -317,7 +340,7 @@ def test_a_same_size_edit_right_after_a_restore_is_captured(tmp_path: Path) -> N
         assert (tmp_path / f"check{i}" / "a.txt").read_text() == f"x{i:02d}\n", files
 
 
-def test_a_forked_child_does_not_take_the_parents_events(tmp_path: Path) -> None:
+def test_a_forked_child_does_not_take_the_parents_events(tmp_path: Path, watch_mode: bool) -> None:
     ws = tmp_path / "ws"
     (ws / "d").mkdir(parents=True)
     (ws / "e").mkdir()
@@ -342,3 +365,117 @@ def test_a_forked_child_does_not_take_the_parents_events(tmp_path: Path) -> None
     assert store.materialize(snap.commit, tmp_path / "copy") and (
         (tmp_path / "copy" / "d" / "f.txt").read_text() == "1\n"
     )
+
+
+# ---------------------------------------------------------------------------- regressions of #11
+
+
+def _replace(ws: Path, kind: str) -> None:
+    """Put something the snapshot does not hold where the snapshot has ``d/x.txt`` / ``f.txt``."""
+    if kind == "folder replaced by a link":
+        shutil.rmtree(ws / "d")
+        os.symlink("elsewhere", ws / "d")
+    elif kind == "file replaced by a link":
+        (ws / "f.txt").unlink()
+        os.symlink("elsewhere", ws / "f.txt")
+    else:  # a FIFO in place of the file, then deleted (a restore refuses to overwrite a FIFO)
+        (ws / "f.txt").unlink()
+        os.mkfifo(ws / "f.txt")
+
+
+@pytest.mark.parametrize(
+    "kind", ["folder replaced by a link", "file replaced by a link", "FIFO in place of a file"]
+)
+def test_deleting_a_file_a_restore_just_wrote_is_captured(
+    tmp_path: Path, kind: str, watch_mode: bool
+) -> None:
+    """Regression (#11): with the watcher, a file a restore wrote where the walker had recorded
+    something else, deleted again, stayed in the next capture (the restore updated the stat cache
+    but not the walker's folder records), and the next restore to the same snapshot wrote nothing.
+    """
+    ws = tmp_path / "ws"
+    (ws / "d").mkdir(parents=True)
+    (ws / "d" / "x.txt").write_text("x\n")
+    (ws / "f.txt").write_text("f\n")
+    (ws / "keep.txt").write_text("k\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    first = store.capture()
+    _replace(ws, kind)
+    store.capture()
+    if kind == "FIFO in place of a file":
+        (ws / "f.txt").unlink()
+    for _ in range(3):
+        store.restore(first.commit)
+        assert (ws / "d" / "x.txt").read_text() == "x\n" and (ws / "f.txt").read_text() == "f\n"
+        gone = "d/x.txt" if kind.startswith("folder") else "f.txt"
+        (ws / gone).unlink()
+        snap = store.capture()
+        assert gone not in {e.path for e in store.files(snap.commit)}, "a deleted file captured"
+        again = store.restore(first.commit)
+        assert again.written == (gone,) and (ws / gone).exists()
+        _replace(ws, kind)
+        store.capture()
+        if kind == "FIFO in place of a file":
+            (ws / "f.txt").unlink()
+
+
+def _mmap_write(path: Path, data: bytes) -> None:
+    import mmap
+
+    with open(path, "r+b") as fh, mmap.mmap(fh.fileno(), 0) as mm:
+        mm[: len(data)] = data
+        mm.flush()
+
+
+def test_a_restores_safety_snapshot_holds_writes_no_event_reports(
+    tmp_path: Path, watch_mode: bool
+) -> None:
+    """Regression (#11): with the watcher, a write through a hard link made after the last scan,
+    or through a shared mmap, reports no event; the safety snapshot missed it and undo brought
+    back the older version. The safety scan now checks every file's stat data."""
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    (ws / "d").mkdir(parents=True)
+    outside.mkdir()
+    (ws / "d" / "linked.txt").write_text("linked 1\n")
+    (ws / "mapped.txt").write_text("mapped 1\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    first = store.capture()
+    (ws / "d" / "linked.txt").write_text("linked 2\n")
+    (ws / "mapped.txt").write_text("mapped 2\n")
+    time.sleep(0.1)  # out of the racy window: only stat data can tell the next change
+    store.capture()
+    time.sleep(0.1)
+    os.link(ws / "d" / "linked.txt", outside / "link")
+    (outside / "link").write_text("linked 3\n")
+    _mmap_write(ws / "mapped.txt", b"mapped 3\n")
+    on_disk = {"d/linked.txt": b"linked 3\n", "mapped.txt": b"mapped 3\n"}
+    res = store.restore(first.commit)
+    store.materialize(res.safety.commit, tmp_path / "safety")
+    for rel, data in on_disk.items():
+        assert (tmp_path / "safety" / rel).read_bytes() == data, f"safety snapshot missed {rel}"
+    store.undo()
+    for rel, data in on_disk.items():
+        assert (ws / rel).read_bytes() == data
+
+
+def test_a_write_through_a_new_hard_link_inside_the_workspace_is_captured(
+    tmp_path: Path, watch_mode: bool
+) -> None:
+    """A hard link made inside the workspace after the last scan: a later write through it
+    changes the other name too, in a folder that gets no event (the walk that meets the new link
+    checks every file's stat data, and that folder is then listed on every scan)."""
+    ws = tmp_path / "ws"
+    (ws / "a").mkdir(parents=True)
+    (ws / "b").mkdir()
+    (ws / "a" / "one.txt").write_text("one 1\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    store.capture()
+    time.sleep(0.1)
+    os.link(ws / "a" / "one.txt", ws / "b" / "two.txt")
+    store.capture()
+    time.sleep(0.1)
+    (ws / "b" / "two.txt").write_text("one 2\n")  # same size: only stat data tell
+    snap = store.capture()
+    store.materialize(snap.commit, tmp_path / "copy")
+    assert (tmp_path / "copy" / "a" / "one.txt").read_text() == "one 2\n"
+    assert (tmp_path / "copy" / "b" / "two.txt").read_text() == "one 2\n"

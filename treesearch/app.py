@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +19,7 @@ from typing import Any
 
 import networkx as nx
 
+from treesearch import lifecycle
 from treesearch.agents import build_agent
 from treesearch.config import (
     LoadedConfig,
@@ -26,15 +27,19 @@ from treesearch.config import (
     apply_overrides,
     validate,
 )
-from treesearch.errors import RunError
+from treesearch.errors import RunError, WorkspaceBusy
+from treesearch.isolation import NO_ISOLATION, Isolation
+from treesearch.isolation import resolve as resolve_isolation
 from treesearch.runs import RunDir, new_run_id
+from treesearch.runs.cleanup import claim_copy, copy_note, make_workspace_copy
+from treesearch.runs.resolved import check_runs_dir, check_workspace, resolved_config, store_home
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.heldout import check_grade_files, grade_in_copy
 from treesearch.search import graph as G
-from treesearch.search.budget import Budget, Usage
-from treesearch.search.controller import Controller, SearchResult, Strategy
+from treesearch.search.budget import Budget, Usage, explain_stop
+from treesearch.search.controller import Controller, SearchResult, Strategy, one_line
 from treesearch.search.policies import make_policy
-from treesearch.store import ShadowStore
+from treesearch.store import ShadowStore, default_home
 
 __all__ = ["SearchOutcome", "checkout", "resume", "run_from_config", "load_run_graph"]
 
@@ -63,6 +68,7 @@ class SearchOutcome:
 
 
 ProgressFn = Callable[[dict[str, Any]], None]
+NoteFn = Callable[[str], None]
 
 
 def run_from_config(
@@ -74,86 +80,161 @@ def run_from_config(
     on_progress: ProgressFn | None = None,
     on_start: Callable[[RunDir, Path], None] | None = None,
 ) -> SearchOutcome:
-    """Start a new search. ``config`` is a mapping (as YAML gives) or a loaded config."""
+    """Start a new search. ``config`` is a mapping (as YAML gives) or a loaded config.
+
+    Everything that can be checked is checked before the run directory is created: a refused
+    config leaves no run folder behind."""
     if isinstance(config, LoadedConfig):
         loaded = config
     else:
         loaded = validate(config, source=source, base_dir=(base_dir or Path.cwd()).resolve())
     cfg = loaded.config
-    original = loaded.workspace_path()
-    if not original.is_dir():
-        raise RunError(f"{loaded.source}: workspace.path: {original} is not a folder")
-    workspace = original
-    if cfg.workspace.copy_:
-        tmp = Path(tempfile.mkdtemp(prefix="treesearch-"))
-        workspace = tmp / original.name
-        shutil.copytree(original, workspace, symlinks=True)
-    resolved = json.loads(json.dumps(loaded.raw, default=str))
-    resolved["workspace"] = {"path": str(workspace), "copy": False}
-    if cfg.workspace.copy_:
-        resolved["workspace"]["source"] = str(original)
-    if cfg.store.home is not None:
-        home = Path(cfg.store.home).expanduser()
-        resolved.setdefault("store", {})["home"] = str(
-            home if home.is_absolute() else (loaded.base_dir / home).resolve()
-        )
-    grade_files = getattr(cfg.scoring, "grade_files", None)
-    if grade_files is not None:
-        checked = check_grade_files(grade_files, loaded.source, loaded.base_dir, original)
-        resolved["scoring"]["grade_files"] = {k: str(v) for k, v in checked.items()}
-    run_id = cfg.output.run_id or new_run_id(cfg.output.instance_id)
-    root_runs = runs_dir or Path(cfg.output.runs_dir)
-    run = RunDir.create(root_runs.resolve(), run_id, resolved)
-    run.append(
-        {
-            "event": "run_started",
-            "run_id": run_id,
-            "seed": cfg.search.seed,
-            "policy": cfg.search.policy,
-            "time": time.time(),
-        }
+    _isolation(loaded)  # refuse an isolation that cannot work here before any run folder
+    original = check_workspace(loaded)
+    root_runs = Path(os.path.abspath(runs_dir or Path(cfg.output.runs_dir)))
+    check_runs_dir(
+        loaded, root_runs, cfg.output.run_id, flag=None if runs_dir is None else "--runs-dir"
     )
-    if on_start is not None:
-        on_start(run, workspace)
-    loaded_resolved = validate(resolved, source=str(run.path / "config.yaml"), base_dir=run.path)
-    return _search(loaded_resolved, run, [], on_progress)
+    # Held-out files the grade lays over its copy: checked (outside the workspace) up front.
+    grade_files = check_grade_files(
+        getattr(cfg.scoring, "grade_files", None), loaded.source, loaded.base_dir, original
+    )
+    home = store_home(loaded, default_home())
+    run_id = cfg.output.run_id or new_run_id(cfg.output.instance_id)
+    workspace = original
+    if cfg.workspace.copy_:  # under <store home>/copies, with a marker `treesearch clean` reads
+        workspace = make_workspace_copy(original, home, run_id=run_id, run_dir=root_runs / run_id)
+    try:
+        store = _open_store(loaded, workspace=workspace, home=home, create=True)
+        # Taken before the run folder exists, so a refused search leaves none behind (``_search``
+        # claims it again: the hold is re-entrant within a process).
+        hold = store.hold(f"search run {run_id}")
+    except BaseException:
+        if cfg.workspace.copy_:  # nobody will look at a copy whose search never started
+            shutil.rmtree(workspace.parent, ignore_errors=True)
+        raise
+    with hold:
+        resolved = resolved_config(
+            loaded,
+            workspace=store.workspace,
+            source=original if cfg.workspace.copy_ else None,
+            home=home,
+            runs_dir=root_runs,
+            run_id=run_id,
+        )
+        if grade_files:
+            resolved["scoring"]["grade_files"] = {k: str(v) for k, v in grade_files.items()}
+        run = RunDir.create(root_runs, run_id, resolved)
+        run.append(
+            {
+                "event": "run_started",
+                "run_id": run_id,
+                "seed": cfg.search.seed,
+                "policy": cfg.search.policy,
+                "time": time.time(),
+            }
+        )
+        if hold.reclaimed:
+            run.append({"event": "hold_reclaimed", "note": hold.reclaimed, "time": time.time()})
+        if on_start is not None:
+            on_start(run, workspace)
+        source_path = str(run.path / "config.yaml")
+        loaded_resolved = validate(resolved, source=source_path, base_dir=run.path)
+        return _search(loaded_resolved, run, [], on_progress, store=store)
 
 
 def resume(
-    run_dir: Path, overrides: Sequence[str] = (), on_progress: ProgressFn | None = None
+    run_dir: Path,
+    overrides: Sequence[str] = (),
+    on_progress: ProgressFn | None = None,
+    on_note: NoteFn | None = None,
 ) -> SearchOutcome:
     """Continue a search from its run directory (after a crash, Ctrl-C, or to spend more budget).
 
     The graph is rebuilt from ``events.jsonl``; an expansion that was cut short is done again,
-    so the search reaches the same nodes as one that was never interrupted.
+    so the search reaches the same nodes as one that was never interrupted. The run's store is
+    the one its ``config.yaml`` names (never a new, empty one). When the search has nothing
+    left to do (a budget spent, a perfect score), ``on_note`` is told why at once.
     """
     run = RunDir.open(Path(run_dir))
     raw = run.config()
+    source = str(run.path / "config.yaml")
     if overrides:
         raw = apply_overrides(raw, overrides)
+    loaded = validate(raw, source=source, base_dir=run.path, overrides=overrides)
+    if overrides:  # only a config that validates replaces the recorded one
         run.write_text("config.yaml", _yaml(raw))
-    loaded = validate(raw, source=str(run.path / "config.yaml"), base_dir=run.path)
     log = run.events()
-    events = [e for e in log.events if e["event"] in ("root", "expansion")]
-    return _search(loaded, run, events, on_progress)
+    # A process's end (finished, interrupted) records its elapsed time too: the wall-clock
+    # budget then counts the time of an expansion it dropped or cut short.
+    kinds = ("root", "expansion", "finished", "interrupted")
+    events = [e for e in log.events if e["event"] in kinds]
+    return _search(loaded, run, events, on_progress, on_note=on_note)
 
 
-def _open_store(loaded: LoadedConfig) -> ShadowStore:
+def _open_store(
+    loaded: LoadedConfig,
+    *,
+    workspace: Path | None = None,
+    home: Path | None = None,
+    create: bool = False,
+) -> ShadowStore:
+    """The run's store: ``create`` only for a new run; an existing run's store must exist."""
     cfg = loaded.config
+    if home is None:
+        home = store_home(loaded, default_home())
     return ShadowStore.open(
-        loaded.workspace_path(),
-        home=cfg.store.home,
+        workspace or loaded.workspace_path(),
+        home=home,
         excludes=cfg.store.excludes,
         respect_gitignore=cfg.store.respect_gitignore,
         max_file_bytes=cfg.store.max_file_bytes,
+        create=create,
+        fixed_dates=True,
     )
 
 
 def _search(
-    loaded: LoadedConfig, run: RunDir, events: list[dict[str, Any]], on_progress: ProgressFn | None
+    loaded: LoadedConfig,
+    run: RunDir,
+    events: list[dict[str, Any]],
+    on_progress: ProgressFn | None,
+    *,
+    store: ShadowStore | None = None,
+    on_note: NoteFn | None = None,
+) -> SearchOutcome:
+    if store is None:
+        store = _open_store(loaded)
+    # The search holds its workspace from the first restore to the final one: another search,
+    # session or restore of it in another process is refused instead of mixing states with ours.
+    try:
+        hold = store.hold(f"search run {run.path.name}")
+    except WorkspaceBusy as exc:
+        run.append({"event": "refused", "reason": str(exc), "time": time.time()})
+        run.close()
+        raise
+    with hold:
+        if hold.reclaimed:
+            run.append({"event": "hold_reclaimed", "note": hold.reclaimed, "time": time.time()})
+        return _search_held(loaded, run, store, events, on_progress, on_note=on_note)
+
+
+def _search_held(
+    loaded: LoadedConfig,
+    run: RunDir,
+    store: ShadowStore,
+    events: list[dict[str, Any]],
+    on_progress: ProgressFn | None,
+    *,
+    on_note: NoteFn | None = None,
 ) -> SearchOutcome:
     cfg = loaded.config
-    store = _open_store(loaded)
+    reaped = lifecycle.reap()  # what killed searches left: their test processes, scratch folders
+    if reaped:
+        run.append({"event": "reaped", "time": time.time(), **reaped.to_dict()})
+    if cfg.workspace.source is not None:  # a copy: `treesearch clean` keeps it while we run
+        claim_copy(loaded.workspace_path())
+    isolation = _isolation(loaded)
     scorer = Scorer.from_config(
         cfg.scoring.model_dump(),
         loaded.source,
@@ -183,20 +264,45 @@ def _search(
         emit=run.append,
         transcripts=run.path / "transcripts",
         on_progress=on_progress,
+        max_consecutive_errors=cfg.search.max_consecutive_errors,
+        isolation=isolation,
+        on_timing=lambda rec: run.append_record("timings.jsonl", rec),
     )
     t0 = time.perf_counter()
+    stop: str | None = None
     if events:
         controller.replay(events)
         run.append(
             {"event": "resumed", "time": time.time(), "expansions": controller.usage.expansions}
         )
+        stop = controller.stop_reason()
+        if stop is not None and on_note is not None:
+            on_note(f"nothing to do: {explain_stop(stop, controller.budget, controller.usage)}")
     else:
         controller.start()
+    done = controller.usage.expansions
     try:
         result = controller.run()
     finally:
         run.close()
-    return _finish(loaded, run, store, scorer, result, time.perf_counter() - t0)
+    if events and stop is None and on_note is not None and result.usage.expansions == done:
+        on_note(
+            f"nothing to do: {explain_stop(result.stop_reason, controller.budget, result.usage)}"
+        )
+    return _finish(loaded, run, store, scorer, result, time.perf_counter() - t0, isolation)
+
+
+def _isolation(loaded: LoadedConfig) -> Isolation:
+    """How agent commands will be confined (``sandbox`` section); ``SandboxError`` when
+    ``namespace`` is required and unavailable, or a ``writable`` folder is missing."""
+    cfg = loaded.config.sandbox
+    writable = [str(_abs(loaded, p)) for p in cfg.writable]
+    return resolve_isolation(cfg.isolation, network=cfg.network, writable=writable)
+
+
+def _abs(loaded: LoadedConfig, path: str) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (loaded.base_dir / p).resolve()
 
 
 def _finish(
@@ -206,6 +312,7 @@ def _finish(
     scorer: Scorer,
     result: SearchResult,
     seconds: float,
+    isolation: Isolation = NO_ISOLATION,
 ) -> SearchOutcome:
     cfg = loaded.config
     g = result.graph
@@ -242,7 +349,9 @@ def _finish(
         "run_id": run.path.name,
         "status": "interrupted" if result.interrupted else "finished",
         "stop_reason": result.stop_reason,
+        "stop_detail": result.stop_detail,
         "workspace": str(store.workspace),
+        "store": str(store.path),
         "policy": cfg.search.policy,
         "seed": cfg.search.seed,
         "best": {
@@ -260,9 +369,13 @@ def _finish(
         "nodes": g.number_of_nodes(),
         "edges": g.number_of_edges(),
         "noops": sum(len(d["noops"]) for _, d in g.nodes(data=True)),
+        "agent_errors": agent_errors(g),
+        "isolation": isolation.describe(),
         "seconds": round(seconds, 3),
         "mean_seconds_per_expansion": {k: round(v, 4) for k, v in overhead.items()},
     }
+    if cfg.workspace.source is not None:
+        summary["workspace_copy"] = copy_note(store.workspace, cfg.workspace.source)
     run.write_json("summary.json", summary)
     run.append(
         {
@@ -271,6 +384,7 @@ def _finish(
             "score": result.best_score,
             "reason": result.stop_reason,
             "time": time.time(),
+            "elapsed": round(result.usage.wall_seconds, 3),
         }
     )
     run.close()
@@ -288,6 +402,25 @@ def _finish(
         result.interrupted,
         result.timings,
     )
+
+
+def agent_errors(g: nx.DiGraph) -> dict[str, Any]:
+    """How many agent runs failed, counted by reason (one line each); how many of them left no
+    new state (``error`` edges); and whether every expansion was such an error (then nothing
+    was searched: the CLI exits non-zero)."""
+    runs = G.expansions(g)
+    failed = [one_line(e.get("reason")) for e in runs if e.get("status") == "failed"]
+    empty = sum(len(d.get("errors", [])) for _, d in g.nodes(data=True))
+    by_reason: dict[str, int] = {}
+    for reason in failed:
+        by_reason[reason] = by_reason.get(reason, 0) + 1
+    return {
+        "count": len(failed),
+        "without_new_state": empty,
+        "expansions": len(runs),
+        "every_expansion_failed": bool(runs) and empty == len(runs),
+        "by_reason": dict(sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))),
+    }
 
 
 def load_run_graph(run_dir: Path) -> tuple[RunDir, nx.DiGraph, dict[str, Any]]:
@@ -339,6 +472,7 @@ def checkout(run_dir: Path, ref: str) -> tuple[str, Any, Path]:
     node = resolve_node(g, ref)
     loaded = validate(run.config(), source=str(run.path / "config.yaml"), base_dir=run.path)
     store = _open_store(loaded)
+    store.fixed_dates = False  # the safety snapshot is the user's: dated by the clock
     return node, store.restore(node), store.workspace
 
 

@@ -1,7 +1,8 @@
 """Command-line interface: the only module that prints, reads environment variables or exits.
 
 Each command group lives in an ``_add_<group>`` function that registers its sub-parser and handler;
-handlers return an exit status (0 ok, 1 failed operation, 2 usage error) and raise
+handlers return an exit status (0 ok, 1 failed operation, 2 usage error, 3 a search whose agent
+runs all failed or that stopped on repeated agent errors, 130 interrupted) and raise
 ``TreesearchError`` for failures, which ``main`` turns into a one-line message.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from treesearch import __version__
-from treesearch.errors import TreesearchError
+from treesearch.errors import ConfigError, TreesearchError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -62,7 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except TreesearchError as exc:
         print(f"treesearch: error: {exc}", file=sys.stderr)
-        return 1
+        # A bad config file or -c override of a search is a usage error.
+        return 2 if isinstance(exc, ConfigError) and getattr(args, "config_usage", False) else 1
     except KeyboardInterrupt:
         print("treesearch: interrupted", file=sys.stderr)
         return 130
@@ -84,9 +86,9 @@ def _store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workspace",
         "-w",
-        default=".",
         metavar="DIR",
-        help="the workspace folder (default: the current folder)",
+        help="the workspace folder (default: the nearest folder, from here up, that has a store "
+        "in the store home; else the current folder)",
     )
     p.add_argument(
         "--home",
@@ -97,13 +99,26 @@ def _store_args(p: argparse.ArgumentParser) -> None:
 
 
 def _open_store(args: argparse.Namespace) -> Any:
-    from treesearch.store import ShadowStore
+    from treesearch.store import ShadowStore, find_workspace
 
     home = args.home or _env("TREESEARCH_HOME")
-    store = ShadowStore.open(args.workspace, home=home)
-    if store.recovered and not args.json:
-        print(f"treesearch: note: {store.recovered}", file=sys.stderr)
+    workspace = args.workspace if args.workspace is not None else find_workspace(".", home)
+    store = ShadowStore.open(workspace, home=home)
+    for note in (store.repaired, store.recovered):
+        if note:
+            print(f"treesearch: note: {note}", file=sys.stderr)
+    _say_notes(store)
     return store
+
+
+def _say_notes(store: Any, warnings: Sequence[str] = ()) -> None:
+    """Evidence of what was taken over (a dead holder's hold), and what went wrong but did not
+    stop the operation: on standard error, whatever the output format."""
+    for note in store.reclaimed:
+        print(f"treesearch: note: {note}", file=sys.stderr)
+    store.reclaimed.clear()
+    for warning in warnings:
+        print(f"treesearch: warning: {warning}", file=sys.stderr)
 
 
 def _snap_dict(snap: Any) -> dict[str, Any]:
@@ -171,11 +186,17 @@ def _print_restore(args: argparse.Namespace, result: Any) -> int:
 
 
 def _cmd_restore(args: argparse.Namespace) -> int:
-    return _print_restore(args, _open_store(args).restore(args.ref))
+    store = _open_store(args)
+    result = store.restore(args.ref)
+    _say_notes(store, result.warnings)
+    return _print_restore(args, result)
 
 
 def _cmd_undo(args: argparse.Namespace) -> int:
-    return _print_restore(args, _open_store(args).undo())
+    store = _open_store(args)
+    result = store.undo()
+    _say_notes(store, result.warnings)
+    return _print_restore(args, result)
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
@@ -265,20 +286,32 @@ def _parse_size(text: str) -> int:
 def _cmd_gc(args: argparse.Namespace) -> int:
     import dataclasses
 
-    result = _open_store(args).gc(
+    store = _open_store(args)
+    result = store.gc(
         keep_last=args.keep_last,
         max_age=args.max_age,
         max_bytes=args.max_bytes,
         keep_safety=args.keep_safety,
+        safety_max_age=args.safety_max_age,
+        labelled=args.labelled,
+        drop=args.drop,
         dry_run=args.dry_run,
     )
+    _say_notes(store)
     if args.json:
-        _emit_json(dataclasses.asdict(result))
+        d = dataclasses.asdict(result)
+        d["snapshots"] = [_snap_dict(s) for s in result.snapshots]
+        _emit_json(d)
         return 0
     verb = "would drop" if result.dry_run else "dropped"
+    for s in result.snapshots:
+        created = s.created_iso[:19].replace("T", " ")
+        what = s.kind + (f" [{s.label}]" if s.label else "")
+        print(f"{verb} {_short(s.commit)}  {what:24}  {created}")
+    after = "" if result.dry_run else f" -> {result.bytes_after / 1e6:.1f} MB"
     print(
         f"{verb} {len(result.dropped)} snapshots, kept {result.kept}; "
-        f"store {result.bytes_before / 1e6:.1f} MB -> {result.bytes_after / 1e6:.1f} MB"
+        f"store {result.bytes_before / 1e6:.1f} MB{after}"
     )
     return 0
 
@@ -326,27 +359,54 @@ def _add_snap(sub: Any) -> None:
     p.set_defaults(handler=_cmd_show)
 
     p = cmds.add_parser("gc", help="drop old snapshots and unreachable objects")
-    p.add_argument("--keep-last", type=int, metavar="N", help="keep the newest N snapshots")
+    p.add_argument(
+        "--keep-last",
+        type=int,
+        metavar="N",
+        help="keep the newest N unlabelled captures (safety snapshots are not counted)",
+    )
     p.add_argument(
         "--max-age",
         type=_parse_duration,
         metavar="AGE",
-        help="drop snapshots older than AGE (e.g. 7d, 12h)",
+        help="drop unlabelled captures older than AGE (e.g. 7d, 12h)",
     )
     p.add_argument(
         "--max-bytes",
         type=_parse_size,
         metavar="SIZE",
-        help="drop the oldest snapshots until the store fits SIZE (e.g. 500M)",
+        help="then drop the oldest unlabelled captures and safety snapshots until the store "
+        "fits SIZE (e.g. 500M)",
     )
     p.add_argument(
         "--keep-safety",
         type=int,
         default=3,
         metavar="N",
-        help="always keep the newest N safety snapshots (default 3)",
+        help="never drop the newest N safety snapshots (default 3): the last restores stay "
+        "undoable",
     )
-    p.add_argument("--dry-run", action="store_true", help="say what would be dropped")
+    p.add_argument(
+        "--safety-max-age",
+        type=_parse_duration,
+        metavar="AGE",
+        help="drop safety snapshots older than AGE (beyond the newest --keep-safety)",
+    )
+    p.add_argument(
+        "--labelled",
+        action="store_true",
+        help="apply --keep-last, --max-age and --max-bytes to labelled captures too",
+    )
+    p.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        metavar="REF",
+        help="drop this snapshot (a label: every snapshot with it); repeatable",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="list what would be dropped; change nothing"
+    )
     _store_args(p)
     p.set_defaults(handler=_cmd_gc)
 
@@ -474,8 +534,11 @@ class _Progress:
         parts = [f"{k.replace('_', ' ')} left {_num(v)}" for k, v in left.items() if v is not None]
         score = "-" if p["score"] is None else f"{p['score']:.2f}"
         best = "-" if p["best_score"] is None else f"{p['best_score']:.2f}"
+        from treesearch.search.render import expansion_result
+
+        result = expansion_result(p["outcome"], score, p.get("status"), p.get("reason"))
         line = (
-            f"[{p['k'] + 1:>3}] best {best} | {p['strategy']} -> {p['outcome']} {score} | "
+            f"[{p['k'] + 1:>3}] best {best} | {p['strategy']} -> {result} | "
             f"{p['nodes']} nodes | " + ", ".join(parts)
         )
         if self.tty:
@@ -507,6 +570,8 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
         f"stopped: {out.stop_reason}; {u.expansions} expansions, {u.test_runs} test runs "
         f"({u.cache_hits} cached), {out.summary['seconds']:.1f}s"
     )
+    for line in render.agent_lines(out.summary):
+        print(line)
     if out.grade is not None:
         print(
             f"held-out grade: {out.grade.score:.3f}" + (" (resolved)" if out.grade.resolved else "")
@@ -517,9 +582,25 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
         sys.stdout.write(out.patch)
     print()
     print(f"workspace (now at the best node): {out.workspace}")
+    if copy := out.summary.get("workspace_copy"):
+        print(f"  a copy of {copy['source']}, kept {copy['kept']}")
     print(f"run directory: {out.run_dir}")
     if out.interrupted:
         print(f"interrupted: continue with `treesearch resume {out.run_dir}`")
+
+
+def _search_status(out: Any) -> int:
+    """The exit status of a finished search: 130 interrupted, 3 when every expansion failed
+    with an agent error or the search stopped on repeated ones (said on stderr), else 0."""
+    from treesearch.search.render import agent_failure
+
+    if out.interrupted:
+        return 130
+    failure = agent_failure(out.summary, out.stop_reason)
+    if failure is None:
+        return 0
+    print(f"treesearch: {failure}", file=sys.stderr)
+    return 3
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -546,7 +627,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         _emit_json(out.summary)
     else:
         _print_outcome(out, show_patch=not args.no_patch)
-    return 130 if out.interrupted else 0
+    return _search_status(out)
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
@@ -556,13 +637,18 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
     _sigterm_as_interrupt()
     progress = _Progress()
-    out = resume(Path(args.run_dir), args.override, on_progress=None if args.quiet else progress)
+
+    def note(text: str) -> None:  # why the search has nothing (left) to do
+        print(f"treesearch: {text}", file=sys.stderr)
+
+    quiet = args.quiet
+    out = resume(Path(args.run_dir), args.override, None if quiet else progress, on_note=note)
     progress.done()
     if args.json:
         _emit_json(out.summary)
     else:
-        _print_outcome(out, show_patch=False)
-    return 130 if out.interrupted else 0
+        _print_outcome(out, show_patch=not args.no_patch)
+    return _search_status(out)
 
 
 def _cmd_show_run(args: argparse.Namespace) -> int:
@@ -596,7 +682,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
     _run, g, _ = load_run_graph(Path(args.run_dir))
     text = render.export(g, args.format)
     if args.output:
-        Path(args.output).write_text(text)
+        target = Path(args.output)
+        try:
+            target.write_text(text)
+        except OSError as exc:
+            hint = "" if target.parent.is_dir() else f": create the folder {target.parent} first"
+            print(f"treesearch: error: --output {target}: {exc.strerror}{hint}", file=sys.stderr)
+            return 2
     else:
         sys.stdout.write(text)
     return 0
@@ -643,7 +735,7 @@ def _add_search(sub: Any) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     p.add_argument("--no-patch", action="store_true", help="do not print the winning patch")
     p.add_argument("--json", action="store_true", help="print summary.json at the end")
-    p.set_defaults(handler=_cmd_run)
+    p.set_defaults(handler=_cmd_run, config_usage=True)
 
     p = sub.add_parser("resume", help="continue an interrupted (or finished) search")
     p.add_argument("run_dir")
@@ -655,9 +747,10 @@ def _add_search(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="change the config first, e.g. -c search.budget.expansions=80",
     )
-    p.add_argument("--quiet", "-q", action="store_true")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=_cmd_resume)
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    p.add_argument("--no-patch", action="store_true", help="do not print the winning patch")
+    p.add_argument("--json", action="store_true", help="print summary.json at the end")
+    p.set_defaults(handler=_cmd_resume, config_usage=True)
 
     p = sub.add_parser("show", help="print a run's search tree")
     p.add_argument("run_dir")
@@ -764,6 +857,41 @@ def _add_eval(sub: Any) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     p.add_argument("--json", action="store_true", help="print summary.json at the end")
     p.set_defaults(handler=_cmd_eval)
+
+
+def _cmd_clean(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from treesearch.runs import cleanup
+    from treesearch.store import default_home
+
+    home = Path(args.home or _env("TREESEARCH_HOME") or default_home())
+    runs = Path(args.runs_dir) if args.runs_dir else None
+    plan = cleanup.plan_clean(home, older_than=args.older_than, runs_dir=runs)
+    if not args.dry_run:
+        cleanup.apply_clean(plan)
+    if args.json:
+        _emit_json(plan.to_dict())
+    else:
+        print("\n".join(cleanup.describe(plan)))
+    return 1 if any(i.removed is False for i in plan.items) else 0
+
+
+@_register
+def _add_clean(sub: Any) -> None:
+    p = sub.add_parser("clean", help="remove old runs' workspace copies, orphan stores, leftovers")
+    p.add_argument("--dry-run", "-n", action="store_true", help="list, remove nothing")
+    p.add_argument(
+        "--older-than",
+        type=_parse_duration,
+        default=7 * 86400,
+        metavar="AGE",
+        help="copies and orphan stores unused for this long (default 7d; 0: all)",
+    )
+    p.add_argument("--runs-dir", metavar="DIR", help="only the copies of runs in DIR")
+    p.add_argument("--home", metavar="DIR", help="store home (default: $TREESEARCH_HOME or cache)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_cmd_clean)
 
 
 if __name__ == "__main__":  # pragma: no cover

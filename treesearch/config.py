@@ -1,13 +1,14 @@
 """Search configuration: YAML (plus ``-c key.path=value`` overrides) into typed, validated values.
 
 Sections: ``workspace``, ``store``, ``task``, ``strategies`` (each a named agent config with a
-``kind``), ``scoring``, ``search``, ``output``. Every error names the file, the key path and what
+``kind``), ``scoring``, ``search``, ``sandbox``, ``output``. Every error names the file, the key path and what
 is allowed. Relative paths in ``workspace.path`` are resolved against the config file's folder.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -17,9 +18,30 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from treesearch.errors import AgentError, ConfigError
 
+MAX_SECONDS = 366 * 86400
+"""Upper bound of every time limit in a config (a year): larger values are typing slips."""
+MAX_COUNT = 10**9
+"""Upper bound of every count in a config (steps, expansions, test runs, depth)."""
+MAX_TOKENS = 10**15
 DEFAULT_EXCLUDES = ("__pycache__/", ".pytest_cache/", "*.pyc", ".coverage", ".coverage.*")
 STRATEGY_KEYS = ("max_steps", "timeout", "samples", "description")
 """Strategy-level keys the controller uses; the rest of a strategy's mapping configures its agent."""
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML as PyYAML reads it, plus numbers like ``1e300`` (YAML 1.1 wants ``1.0e+300``): a
+    user who writes an exponent means a number, not a string."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def _load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
 
 class _Model(BaseModel):
@@ -39,16 +61,18 @@ class StoreConfig(_Model):
     home: str | None = None
     """Store home (default: $TREESEARCH_HOME or ~/.cache/treesearch)."""
     excludes: tuple[str, ...] = DEFAULT_EXCLUDES
-    max_file_bytes: int | None = Field(None, gt=0)
+    max_file_bytes: int | None = Field(None, gt=0, le=2**62)
     respect_gitignore: bool = True
 
 
 class BudgetConfig(_Model):
-    expansions: int | None = Field(20, ge=0)
-    test_runs: int | None = Field(None, ge=0)
-    wall_seconds: float | None = Field(None, gt=0)
-    tokens: int | None = Field(None, ge=0)
-    max_depth: int | None = Field(None, ge=0)
+    expansions: int | None = Field(20, ge=0, le=MAX_COUNT)
+    test_runs: int | None = Field(None, ge=0, le=MAX_COUNT)
+    wall_seconds: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    """Wall-clock seconds of the search, from its start (the root's test run included), summed
+    over the processes that ran it (see ``search.controller.Controller.time_left``)."""
+    tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
+    max_depth: int | None = Field(None, ge=0, le=MAX_COUNT)
 
 
 class SearchConfig(_Model):
@@ -56,12 +80,28 @@ class SearchConfig(_Model):
     params: dict[str, float] = Field(default_factory=dict)
     """Policy hyper-parameters: beam ``width``; mcts ``c``, ``pw_k``, ``pw_alpha``."""
     seed: int = 0
-    steps: int = Field(10, ge=1)
+    steps: int = Field(10, ge=1, le=MAX_COUNT)
     """Default agent steps per expansion (a strategy's ``max_steps`` overrides it)."""
-    agent_timeout: float = Field(600.0, gt=0)
+    agent_timeout: float = Field(600.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     """Default wall seconds per agent run (a strategy's ``timeout`` overrides it)."""
     stop_on_perfect: bool = True
+    max_consecutive_errors: int | None = Field(3, ge=1)
+    """Stop the search after this many expansions in a row failed with the same agent error and
+    left no new state (e.g. a model server that is down); ``null``: never."""
     budget: BudgetConfig = BudgetConfig()
+
+
+class SandboxConfig(_Model):
+    """How agent commands (the ``run`` tool, ``command`` agents) are confined."""
+
+    isolation: Literal["auto", "namespace", "none"] = "auto"
+    """``auto``: the workspace is the only writable path where the system allows it (else
+    unconfined, said in summary.json); ``namespace``: required (the run refuses to start
+    without it); ``none``: commands may write anywhere the user can."""
+    network: bool = False
+    """Allow isolated commands to use the network."""
+    writable: tuple[str, ...] = ()
+    """Further folders isolated commands may write (e.g. a tool's cache)."""
 
 
 class OutputConfig(_Model):
@@ -88,6 +128,7 @@ class Config(_Model):
     strategies: dict[str, dict[str, Any]]
     scoring: ScoringConfig = ScoringConfig()
     search: SearchConfig = SearchConfig()
+    sandbox: SandboxConfig = SandboxConfig()
     output: OutputConfig = OutputConfig()
 
     @field_validator("strategies")
@@ -101,11 +142,20 @@ class Config(_Model):
 class LoadedConfig:
     """A validated config, the raw mapping it came from, and where it came from."""
 
-    def __init__(self, config: Config, raw: dict[str, Any], source: str, base_dir: Path) -> None:
+    def __init__(
+        self,
+        config: Config,
+        raw: dict[str, Any],
+        source: str,
+        base_dir: Path,
+        overrides: Sequence[str] = (),
+    ) -> None:
         self.config = config
         self.raw = raw
         self.source = source
         self.base_dir = base_dir
+        self.overrides = tuple(overrides)
+        """The ``-c key.path=value`` overrides applied on top of ``source``."""
 
     def workspace_path(self) -> Path:
         p = Path(self.config.workspace.path).expanduser()
@@ -121,7 +171,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if any(not p for p in parts):
         raise ConfigError(f"override {text!r} has an empty key part")
     try:
-        parsed = yaml.safe_load(value) if value.strip() else ""
+        parsed = _load_yaml(value) if value.strip() else ""
     except yaml.YAMLError:
         parsed = value
     return parts, parsed
@@ -171,9 +221,9 @@ def load_config(
     except OSError as exc:
         raise ConfigError(f"cannot read config {p}: {exc.strerror}") from exc
     try:
-        raw = yaml.safe_load(text)
+        raw = _load_yaml(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"{p}: {_yaml_problem(exc)}") from None
     if not isinstance(raw, dict):
         raise ConfigError(
             f"{p}: the top level must be a mapping with sections workspace, "
@@ -189,27 +239,74 @@ def load_config(
         base = load_config(base_dir / parent, (), _depth=_depth + 1)
         raw = _merge(base.raw, raw)
         base_dir = base.base_dir  # relative paths keep meaning what they meant in the base
-    return validate(apply_overrides(raw, overrides), source=str(p), base_dir=base_dir)
+    return validate(
+        apply_overrides(raw, overrides), source=str(p), base_dir=base_dir, overrides=overrides
+    )
 
 
-def validate(raw: Mapping[str, Any], *, source: str, base_dir: Path) -> LoadedConfig:
-    """Validate a config mapping; ``source`` names it in errors."""
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's several-line message as one line: where, and what is wrong."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"not valid YAML{where}: {problem} (fix the syntax there)"
+
+
+def validate(
+    raw: Mapping[str, Any], *, source: str, base_dir: Path, overrides: Sequence[str] = ()
+) -> LoadedConfig:
+    """Validate a config mapping; errors name ``source``, or the ``-c`` override they come from
+    (``overrides`` were already merged into ``raw``)."""
+
+    def blame(loc: Sequence[Any]) -> str:
+        return origin(loc, source, overrides)
+
     try:
         cfg = Config.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_format(exc, source)) from None
+        raise ConfigError(_format(exc, blame)) from None
     for name, strat in cfg.strategies.items():
-        _check_strategy(name, strat, source)
-    _check_scoring(cfg, source)
-    _check_policy_params(cfg, source)
-    return LoadedConfig(cfg, dict(raw), source, base_dir)
+        _check_strategy(name, strat, blame(["strategies", name]))
+    _check_scoring(cfg, blame(["scoring"]))
+    _check_policy_params(cfg, blame(["search", "params"]))
+    return LoadedConfig(cfg, dict(raw), source, base_dir, overrides)
 
 
-def _format(exc: ValidationError, source: str) -> str:
+def origin(loc: Sequence[Any], source: str, overrides: Sequence[str]) -> str:
+    """What to blame for a value at key path ``loc``: the last ``-c`` override that set it (or a
+    key above or below it), else the file ``source``."""
+    want = [str(x) for x in loc]
+    for text in reversed(overrides):
+        key = text.partition("=")[0].strip()
+        parts = key.split(".")
+        n = min(len(parts), len(want))
+        if parts[:n] == want[:n]:
+            return f"-c {text}"
+    return source
+
+
+def _format(exc: ValidationError, blame: Any) -> str:
     msgs = []
     for err in exc.errors()[:5]:
         loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
         msg = err["msg"]
+        ctx = err.get("ctx") or {}
+        got = _shown(err.get("input"))
+        if err["type"] in ("model_type", "model_attributes_type", "dict_type"):
+            keys = _allowed_keys(err["loc"])
+            msg = f"must be a mapping, got {got}" + (
+                f" (keys: {', '.join(keys)}; e.g. -c {loc}.{keys[0]}=...)" if keys else ""
+            )
+        elif err["type"] == "finite_number":
+            msg = "must be a finite number (leave the key out for no limit)"
+        elif err["type"] in ("less_than_equal", "less_than"):
+            bound = ctx.get("le", ctx.get("lt"))
+            msg = f"must be at most {bound}, got {got}"
+        elif err["type"] in ("greater_than", "greater_than_equal"):
+            word = "more than" if err["type"] == "greater_than" else "at least"
+            msg = f"must be {word} {ctx.get('gt', ctx.get('ge'))}, got {got}"
+        elif err["type"].endswith(("_type", "_parsing")):
+            msg = f"{msg[0].lower()}{msg[1:]}, got {got}"
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
             parent = err["loc"][:-1]
@@ -217,12 +314,17 @@ def _format(exc: ValidationError, source: str) -> str:
             if allowed:
                 msg += f" (allowed: {', '.join(allowed)})"
         elif err["type"] == "literal_error":
-            msg = f"{msg}"
+            msg = f"must be {msg.removeprefix('Input should be ')}, got {got}"
         elif err["type"] == "missing":
             msg = "missing (required)"
-        msgs.append(f"{source}: {loc}: {msg}")
+        msgs.append(f"{blame(err['loc'])}: {loc}: {msg}")
     more = len(exc.errors()) - 5
     return "; ".join(msgs) + (f"; and {more} more" if more > 0 else "")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _allowed_keys(loc: Sequence[Any]) -> list[str]:
@@ -250,17 +352,22 @@ def _check_strategy(name: str, strat: Mapping[str, Any], source: str) -> None:
         raise ConfigError(
             f"{where}.kind: unknown agent kind {kind!r} (known kinds: {', '.join(known_kinds())})"
         )
-    for key, kind_of, check in (
-        ("max_steps", int, lambda v: v >= 1),
-        ("samples", int, lambda v: v >= 1),
-        ("timeout", (int, float), lambda v: v > 0),
+    for key, kind_of, check, what in (
+        ("max_steps", int, lambda v: 1 <= v <= MAX_COUNT, f"a whole number from 1 to {MAX_COUNT}"),
+        ("samples", int, lambda v: 1 <= v <= MAX_COUNT, f"a whole number from 1 to {MAX_COUNT}"),
+        (
+            "timeout",
+            (int, float),
+            lambda v: 0 < v <= MAX_SECONDS,
+            f"seconds, > 0 and <= {MAX_SECONDS}",
+        ),
     ):
         if key in strat and (
             not isinstance(strat[key], kind_of)
             or isinstance(strat[key], bool)
             or not check(strat[key])
         ):
-            raise ConfigError(f"{where}.{key}: must be a positive number, got {strat[key]!r}")
+            raise ConfigError(f"{where}.{key}: must be {what}, got {_shown(strat[key])}")
     try:
         build_agent(agent_config(strat))
     except AgentError as exc:

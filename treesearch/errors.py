@@ -32,6 +32,12 @@ class StoreLockedError(StoreError):
     """Another process held the store's lock for longer than the lock timeout."""
 
 
+class WorkspaceBusy(StoreError):
+    """Another process holds the workspace (a search, a session, a restore): refused at once.
+
+    The message is one line naming the holder: pid, command, since when."""
+
+
 class RefError(StoreError):
     """A snapshot reference (tree, commit, prefix or label) is unknown or ambiguous."""
 

@@ -26,7 +26,6 @@ import errno
 import functools
 import os
 import resource
-import secrets
 import selectors
 import signal
 import stat
@@ -38,7 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
+from treesearch import _confined, lifecycle
 from treesearch.errors import PathEscapeError, SandboxError, ToolError
+from treesearch.isolation import Isolation
 from treesearch.types import ProcessResult
 
 __all__ = [
@@ -170,6 +171,7 @@ def run(
     output_limit: int = 64 * 1024,
     kill_grace: float = 2.0,
     extra_env: Mapping[str, str] | None = None,
+    isolation: Isolation | None = None,
 ) -> ProcessResult:
     """Run ``cmd`` in ``cwd`` in a new session and return its result; never leaves processes behind.
 
@@ -188,8 +190,12 @@ def run(
             whatever the command prints.
         kill_grace: seconds between SIGTERM and SIGKILL on timeout.
         extra_env: variables set on top of ``env`` (or of the inherited environment).
+        isolation: confine the command (``treesearch.isolation``): ``cwd`` is then the only
+            writable folder (with a private ``/tmp``), and the network is off unless allowed.
 
     Group members still running when the main process exits normally are killed with SIGKILL.
+    If this process is killed, the group dies with it: a parent-death signal ends the main
+    process, and ``treesearch.lifecycle``'s watchdog (or the next search's reaper) the rest.
     A process that left the group (``setsid``) cannot be reached; if it keeps an output pipe
     open, reading stops about a second after the group is gone.
 
@@ -214,11 +220,18 @@ def run(
     if not os.path.isdir(cwd_str):
         raise SandboxError(f"cannot run {argv[0]!r}: working folder {cwd_str!r} does not exist")
     stdin_data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+    if isolation is not None and isolation.active:
+        argv = isolation.wrap(argv, cwd_str, _child_env(env, extra_env))
 
-    preexec: Callable[[], None] | None = None
-    if limits is not None:
-        # Computed before the fork, so that the child only calls setrlimit.
-        preexec = functools.partial(_apply_rlimits, limits._rlimits())
+    # Computed before the fork, so that the child only calls prctl and setrlimit.
+    try:  # the registry of live groups, so that a killed search takes its groups along
+        lifecycle.prepare_tracking()
+    except OSError as exc:
+        raise SandboxError(f"cannot run {argv[0]!r}: {exc}") from exc
+    announce = lifecycle.announce_fd()
+    preexec: Callable[[], None] = functools.partial(
+        _child_setup, os.getpid(), limits._rlimits() if limits is not None else [], announce
+    )
 
     started = time.monotonic()
     try:
@@ -245,7 +258,25 @@ def run(
             stdout="",
             stderr=f"cannot start {argv[0]!r}: {exc.strerror or exc}\n",
         )
-    return _supervise(proc, stdin_data, started + timeout, output_limit, kill_grace, started)
+    finally:
+        if announce is not None:
+            os.close(announce)
+    try:
+        lifecycle.track_group(proc.pid)
+    except OSError as exc:
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise SandboxError(f"cannot record the process group of {argv[0]!r}: {exc}") from exc
+    try:
+        return _supervise(proc, stdin_data, started + timeout, output_limit, kill_grace, started)
+    finally:
+        lifecycle.untrack_group(proc.pid)
+
+
+def _child_setup(parent: int, rlimits: list[tuple[int, int, int]], announce: int | None) -> None:
+    lifecycle.die_with_parent(parent)
+    lifecycle.announce_self(announce)
+    _apply_rlimits(rlimits)
 
 
 def _apply_rlimits(rlimits: list[tuple[int, int, int]]) -> None:
@@ -529,12 +560,7 @@ def write_file(workspace: StrPath, path: StrPath, content: str) -> None:
         raise ToolError(
             f"cannot write {display}: content is not valid text ({exc.reason})"
         ) from exc
-    parent = os.path.dirname(target)
-    try:
-        os.makedirs(parent, exist_ok=True)
-    except OSError as exc:
-        raise _tool_error(display, exc) from exc
-    _atomic_write(target, data, display)
+    _atomic_write(workspace, target, data, display)
 
 
 def replace_in_file(workspace: StrPath, path: StrPath, old: str, new: str) -> None:
@@ -577,7 +603,7 @@ def replace_in_file(workspace: StrPath, path: StrPath, old: str, new: str) -> No
         raise ToolError(
             f"cannot edit {display}: new text is not valid text ({exc.reason})"
         ) from exc
-    _atomic_write(target, data, display)
+    _atomic_write(workspace, target, data, display)
 
 
 def list_dir(workspace: StrPath, path: StrPath = ".") -> list[str]:
@@ -731,8 +757,11 @@ def _count_overlapping(text: str, needle: str) -> int:
     return count
 
 
-def _atomic_write(target: str, data: bytes, display: str) -> None:
-    """Replace ``target`` by a file holding ``data``, keeping an existing file's permission bits."""
+def _atomic_write(workspace: StrPath, target: str, data: bytes, display: str) -> None:
+    """Replace ``target`` (checked by ``_resolve``) by a file holding ``data``, making missing
+    folders and keeping an existing file's permission bits (a new file gets ``0o666`` less the
+    umask, as any editor would). The write goes through folder descriptors opened without
+    following symlinks, so a folder swapped for a symlink after the check is refused, not used."""
     try:
         info: os.stat_result | None = os.lstat(target)
     except FileNotFoundError:
@@ -743,24 +772,13 @@ def _atomic_write(target: str, data: bytes, display: str) -> None:
         raise ToolError(f"{display} is a folder, not a file (use list_dir)")
     if info is not None and not stat.S_ISREG(info.st_mode):
         raise ToolError(f"refusing to write {display}: it exists and is not a regular file")
-    folder, name = os.path.split(target)
-    temp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+    root = os.path.realpath(os.fspath(workspace))
+    rel = "/".join(_relative_parts(root, target))
     try:
-        # Mode 0o666 lets the umask decide for new files, as any editor would.
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        raise _tool_error(display, exc) from exc
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            if info is not None:
-                os.fchmod(handle.fileno(), stat.S_IMODE(info.st_mode))
         # No fsync: the rename protects readers and the store against a half-written file; power
         # loss is not a failure this tool promises to survive.
-        os.replace(temp, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        if isinstance(exc, OSError):
-            raise _tool_error(display, exc) from exc
-        raise
+        _confined.write_file(root, rel, data)
+    except PathEscapeError as exc:
+        raise PathEscapeError(f"refusing to write {display}: {exc}") from exc
+    except OSError as exc:
+        raise _tool_error(display, exc) from exc

@@ -152,7 +152,7 @@ class AgentContext:
     state reached), ``summary`` (test summary), ``diffstat``."""
     siblings: tuple[dict[str, Any], ...] = ()
     """What earlier expansions of this same node tried: ``strategy``, ``outcome`` (new,
-    transposition, noop, failed), ``score``, ``summary`` (so a new attempt can differ)."""
+    transposition, noop, error), ``score``, ``summary`` (so a new attempt can differ)."""
     test_spec: Any = None
     """The search's ``treesearch.scoring.TestSpec`` (for agents that run tests themselves)."""
     run_tests: Callable[[], str] | None = None

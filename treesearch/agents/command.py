@@ -6,7 +6,9 @@ alone); with ``stdin: true`` the task text is also fed on standard input. It run
 sandbox: own process group, the run's timeout (or a shorter ``timeout``), resource ``limits``, and
 output cut to a budget. Exit code 0 means ``finished``; any other exit, a timeout or a command
 that cannot start means ``failed``, and the step is rolled back (the workspace is as before).
-The tails of stdout and stderr go into the transcript.
+The tails of stdout and stderr go into the transcript. Under the session's isolation
+(``sandbox.isolation``, see ``treesearch.isolation``) the command can write only in the workspace
+(and a private ``/tmp``) and has no network unless the config allows it.
 """
 
 from __future__ import annotations
@@ -163,6 +165,7 @@ class CommandAgent:
                 limits=limits,
                 stdin=stdin,
                 output_limit=env.output_limit,
+                isolation=env.isolation,
             )
             captured["result"] = result
             captured["timeout"] = env.timeout

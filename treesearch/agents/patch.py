@@ -13,17 +13,15 @@ confined to the workspace (no ``..``, no absolute paths, no ``.git``, no writing
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import stat
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from treesearch import _confined
 from treesearch.agents import (
     AgentContext,
     AgentCost,
@@ -562,41 +560,14 @@ def _plan(workspace: Path, patches: Sequence[FilePatch]) -> list[_Planned]:
     return plans
 
 
-def _write_atomic(path: Path, content: str, mode: int | None, workspace: Path) -> None:
-    rel = path.relative_to(workspace)
-    node = workspace
-    for part in rel.parts[:-1]:
-        node = node / part
-        if node.is_symlink():
-            raise PathEscapeError(f"{rel}: folder {part!r} is a symlink")
-        if not node.exists():
-            node.mkdir()
-    if mode is None:
-        mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content.encode(_ENCODING, _ERRORS))
-        if mode is not None:
-            os.chmod(tmp, mode)
-        else:  # new file: the usual umask-governed mode, not mkstemp's 0600
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+def _rel(path: Path, workspace: Path) -> str:
+    return path.relative_to(workspace).as_posix()
 
 
-def _prune_empty(folder: Path, workspace: Path) -> None:
-    while folder != workspace and workspace in folder.parents:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        folder = folder.parent
+def _delete(path: Path, workspace: Path) -> None:
+    """Delete ``path`` and the folders it leaves empty, never through a symlinked folder."""
+    _confined.remove_file(workspace, _rel(path, workspace))
+    _confined.prune_empty(workspace, _rel(path.parent, workspace))
 
 
 def apply_patch(workspace: str | os.PathLike[str], text: str, *, strip: int = 1) -> PatchResult:
@@ -619,17 +590,18 @@ def apply_patch(workspace: str | os.PathLike[str], text: str, *, strip: int = 1)
             offsets[fp.path] = plan.offsets
         if plan.target is not None:
             assert plan.content is not None
-            _write_atomic(plan.target, plan.content, plan.mode, root)
+            # Written from folder descriptors opened without following symlinks: a folder
+            # swapped for a symlink after the plan's checks cannot send the file elsewhere.
+            data = plan.content.encode(_ENCODING, _ERRORS)
+            _confined.write_file(root, _rel(plan.target, root), data, mode=plan.mode)
             (added if plan.source is None else modified).append(fp.path)
             if plan.source is not None and plan.source != plan.target:
-                plan.source.unlink()
-                _prune_empty(plan.source.parent, root)
+                _delete(plan.source, root)
                 deleted.append(fp.old_path or "")
                 modified.remove(fp.path)
                 added.append(fp.path)
         elif plan.source is not None:
-            plan.source.unlink()
-            _prune_empty(plan.source.parent, root)
+            _delete(plan.source, root)
             deleted.append(fp.old_path or "")
     return PatchResult(tuple(added), tuple(modified), tuple(deleted), hunks, offsets)
 

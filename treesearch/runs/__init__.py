@@ -1,8 +1,10 @@
 """Run directories: everything needed to inspect, resume or compare a search.
 
-``runs/<run-id>/`` holds ``config.yaml`` (resolved), ``events.jsonl`` (append-only, flushed per
-event: the source of truth for resume), ``graph.json`` (networkx node-link data, rewritten from the
-events), ``transcripts/`` (one JSONL file per expansion), ``tests/`` (test output of each scored
+``runs/<run-id>/`` holds ``config.yaml`` (resolved: every default, the workspace searched and the
+store home used; see ``runs.resolved``), ``events.jsonl`` (append-only, flushed per event: the
+source of truth for resume), ``graph.json`` (networkx node-link data, rewritten from the events;
+no timings, so the same seed gives the same bytes), ``timings.jsonl`` (where each expansion's
+time went), ``transcripts/`` (one JSONL file per expansion), ``tests/`` (test output of each scored
 state), ``best.patch``, ``predictions.jsonl`` (SWE-bench: ``instance_id``, ``model_name_or_path``,
 ``model_patch``) and ``summary.json``.
 """
@@ -157,6 +159,11 @@ class RunDir:
 
     def write_json(self, rel: str, data: Any) -> Path:
         return self.write_text(rel, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    def append_record(self, rel: str, record: Mapping[str, Any]) -> None:
+        """Append one JSON line to ``rel`` (e.g. ``timings.jsonl``)."""
+        with open(self.path / rel, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, sort_keys=True) + "\n")
 
     def write_jsonl(self, rel: str, records: Iterator[Mapping[str, Any]] | list[Any]) -> Path:
         return self.write_text(rel, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))

@@ -7,13 +7,12 @@ import os
 import re
 import shlex
 import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from treesearch import sandbox
+from treesearch import lifecycle, sandbox
 from treesearch.errors import SandboxError, ScoringError
 from treesearch.scoring.junit import (
     MAX_REPORT_BYTES,
@@ -74,7 +73,7 @@ def run_tests(
     """
     cwd = _working_dir(workspace, spec.cwd)
     tests = tuple(spec.tests if only is None else only)
-    with tempfile.TemporaryDirectory(prefix="treesearch-score-") as tmp:
+    with lifecycle.scratch_dir("score") as tmp:
         extra: list[str] = []
         report_path: Path | None = None
         if spec.junit_xml is not None:

@@ -7,9 +7,11 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from treesearch import lifecycle
 from treesearch.errors import ConfigError, ScoringError
 from treesearch.scoring.cache import ScoreCache
 from treesearch.scoring.envkey import Memo, check_cache_inputs, environment_key
@@ -122,17 +124,25 @@ class Scorer:
         tree: str | None = None,
         *,
         parent: TestRun | ScoreResult | None = None,
+        time_limit: float | None = None,
     ) -> ScoreResult:
         """Score the workspace with the search tests.
 
         ``tree`` is the workspace's tree hash (enables the cache). ``parent`` is the run of the
         parent state: with ``reruns`` in the spec, tests whose outcome differs from it are
-        re-run and flaky ones marked.
+        re-run and flaky ones marked. ``time_limit`` (seconds) cuts the run earlier than the
+        spec's timeout (a search's wall-clock budget); a run cut by it is not cached.
         """
         if isinstance(parent, ScoreResult):
             parent = parent.run
         return self._evaluate(
-            self.search_spec, self.score_fn, workspace, tree, parent=parent, held_out=False
+            self.search_spec,
+            self.score_fn,
+            workspace,
+            tree,
+            parent=parent,
+            held_out=False,
+            time_limit=time_limit,
         )
 
     def grade(self, workspace: str | os.PathLike[str], tree: str | None = None) -> ScoreResult:
@@ -152,8 +162,10 @@ class Scorer:
         *,
         parent: TestRun | None,
         held_out: bool,
+        time_limit: float | None = None,
     ) -> ScoreResult:
         fingerprint = spec.fingerprint()
+        limited = time_limit is not None and time_limit < spec.timeout
         run: TestRun | None = None
         environment = ""
         if tree is not None and self.cache is not None:
@@ -163,12 +175,18 @@ class Scorer:
             run = self.cache.get(tree, fingerprint, environment)
         cached = run is not None
         if run is None:
-            run = run_tests(spec, workspace)
+            used = (
+                replace(spec, timeout=max(time_limit, 0.01))
+                if time_limit is not None and limited
+                else spec
+            )
+            run = run_tests(used, workspace)
             self.test_runs += 1
             if parent is not None and spec.reruns:
-                run, reruns = recheck_changed(spec, workspace, run, parent)
+                run, reruns = recheck_changed(used, workspace, run, parent)
                 self.test_runs += reruns
-            if tree is not None and self.cache is not None and _cacheable(run):
+            cut = limited and run.timed_out  # says nothing about the state: never cached
+            if tree is not None and self.cache is not None and _cacheable(run) and not cut:
                 self.cache.put(tree, fingerprint, run, environment)
         else:
             self.cache_hits += 1
@@ -257,7 +275,8 @@ def score_workspace(
         return scorer.score(workspace, tree)
     if store is None:
         raise ScoringError(f"scoring snapshot {ref!r} needs the snapshot store")
-    tmp = Path(tempfile.mkdtemp(prefix="treesearch-materialized-"))
+    owner = lifecycle.process_owner().token  # in the name: `reap` removes it if we are killed
+    tmp = Path(tempfile.mkdtemp(prefix=f"materialized-{owner}-", dir=lifecycle.temp_root()))
     try:
         dest = tmp / "workspace"
         tree = str(store.materialize(ref, dest).tree)

@@ -188,14 +188,21 @@ def _cwd(value: object, at: str) -> str:
     return value
 
 
+_MAX_TIMEOUT = 366 * 86400
+
+
 def _timeout(value: object, at: str) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
         or not math.isfinite(value)
         or value <= 0
+        or value > _MAX_TIMEOUT  # larger values overflow the OS's timers
     ):
-        raise ConfigError(f"{at}: must be a positive number of seconds, got {_kind(value)}")
+        raise ConfigError(
+            f"{at}: must be a positive number of seconds up to {_MAX_TIMEOUT} (a year), "
+            f"got {_kind(value)}"
+        )
     return float(value)
 
 

@@ -15,7 +15,10 @@ class Budget:
     test_runs: int | None = None
     """Test-suite runs actually executed (cache hits are free)."""
     wall_seconds: float | None = None
-    """Wall-clock seconds spent in expansions, summed across resumes."""
+    """Wall-clock seconds of the search from its start (the root's test run included): the
+    agents' and test runs' timeouts are clipped to what is left. Across resumes, each process
+    adds its own elapsed time to what the earlier ones recorded (every event and each process's
+    end carry it; after a crash the time since the last event is not counted)."""
     tokens: int | None = None
     """Model tokens (input + output) reported by agents."""
     max_depth: int | None = None
@@ -30,6 +33,7 @@ class Usage:
     test_runs: int = 0
     cache_hits: int = 0
     wall_seconds: float = 0.0
+    """Elapsed wall-clock seconds of the search (see ``Budget.wall_seconds``)."""
     tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -61,3 +65,34 @@ def remaining(budget: Budget, used: Usage) -> dict[str, float | None]:
         "wall_seconds": left(budget.wall_seconds, used.wall_seconds),
         "tokens": left(budget.tokens, used.tokens),
     }
+
+
+def explain_stop(reason: str, budget: Budget, used: Usage) -> str:
+    """Why a search stopped (or has nothing left to do), and the setting that would let it go
+    on: one line for the terminal."""
+    key = f"search.budget.{reason}"
+    if reason == "perfect_score":
+        return (
+            "the best node already has a perfect score and search.stop_on_perfect is on: "
+            "pass -c search.stop_on_perfect=false to search on"
+        )
+    if reason == "wall_seconds" and budget.wall_seconds is not None:
+        return (
+            f"{key} {budget.wall_seconds:g} s spent ({used.wall_seconds:.1f} s so far): "
+            f"raise it, e.g. -c {key}={budget.wall_seconds * 2:g}"
+        )
+    limit = getattr(budget, reason, None) if reason in _LIMITS else None
+    if limit is not None:
+        return (
+            f"{key} {limit} spent ({getattr(used, reason)} used): raise it, "
+            f"e.g. -c {key}={int(limit) * 2 or 10}"
+        )
+    if reason == "search_space_exhausted":
+        return (
+            "every strategy was tried as often as it may be on every node it may expand: "
+            "add strategies, raise their samples or search.budget.max_depth"
+        )
+    return f"the search stopped: {reason}"
+
+
+_LIMITS = ("expansions", "test_runs", "tokens")

@@ -10,7 +10,9 @@ and resumed makes the same choices as one that was not.
 
 from __future__ import annotations
 
+import hashlib
 import random
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from typing import Any, Protocol
 import networkx as nx
 
 from treesearch.agents import AgentContext, AgentResult, AgentStatus, run_agent
+from treesearch.errors import SearchError
 from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage, exhausted, remaining
 from treesearch.search.policies import Choice, Policy
@@ -42,7 +45,14 @@ class ScorerLike(Protocol):
     test_runs: int
     cache_hits: int
 
-    def score(self, workspace: Any, tree: str | None = None, *, parent: Any = None) -> Any: ...
+    def score(
+        self,
+        workspace: Any,
+        tree: str | None = None,
+        *,
+        parent: Any = None,
+        time_limit: float | None = None,
+    ) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -82,9 +92,16 @@ class SearchResult:
     stop_reason: str
     interrupted: bool = False
     timings: list[Timing] = field(default_factory=list)
+    stop_detail: str | None = None
+    """One line on why the search stopped, when the reason alone does not say it (e.g. the
+    repeated agent error behind ``max_consecutive_errors``)."""
 
 
 EventSink = Callable[[dict[str, Any]], None]
+
+
+class _OutOfTime(Exception):
+    """The wall-clock budget ran out inside an expansion: it is dropped (a resume redoes it)."""
 
 
 def apply_event(g: nx.DiGraph, ev: Mapping[str, Any], usage: Usage) -> None:
@@ -95,17 +112,22 @@ def apply_event(g: nx.DiGraph, ev: Mapping[str, Any], usage: Usage) -> None:
     usage.expansions += 1
     usage.test_runs += int(ev.get("test_runs", 0))
     usage.cache_hits += int(ev.get("cache_hits", 0))
-    usage.wall_seconds += float(ev.get("seconds", 0.0))
+    if "elapsed" in ev:
+        usage.wall_seconds = float(ev["elapsed"])
+    else:  # a log written before elapsed time was recorded: the sum of expansion times
+        usage.wall_seconds += float(ev.get("seconds", 0.0))
     usage.tokens += int(ev.get("tokens", 0))
     edge = dict(ev.get("edge") or {})
     child = ev["child"]
     node = None
     if ev.get("node") is not None:
         node = dict(ev["node"])
-    outcome = G.add_result(g, parent, child, strategy=strategy, edge=edge, node=node)
+    failed = edge.get("status") == "failed"
+    outcome = G.add_result(g, parent, child, strategy=strategy, edge=edge, node=node, failed=failed)
     reward = ev.get("reward")
     if reward is not None:
-        path = list(ev["path"]) + ([child] if outcome != "noop" and child not in ev["path"] else [])
+        stays = outcome in ("noop", "error")
+        path = list(ev["path"]) + ([child] if not stays and child not in ev["path"] else [])
         G.backup(g, path, float(reward))
 
 
@@ -127,6 +149,9 @@ class Controller:
         emit: EventSink | None = None,
         transcripts: Path | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
+        max_consecutive_errors: int | None = 3,
+        isolation: Any = None,
+        on_timing: EventSink | None = None,
     ) -> None:
         self.store = store
         self.strategies = dict(strategies)
@@ -140,18 +165,35 @@ class Controller:
         self.emit = emit or (lambda ev: None)
         self.transcripts = transcripts
         self.on_progress = on_progress
+        self.max_consecutive_errors = max_consecutive_errors
+        self.isolation = isolation
+        """How agent commands are confined (``treesearch.isolation.Isolation``; ``None``: not)."""
+        self.error_streak: list[str] = []
+        """Reasons of the latest expansions in a row whose agent failed with the same error and
+        left no new state (counted by this process only: a resumed search, e.g. after the server was fixed,
+        starts again at 0)."""
         self.graph: nx.DiGraph | None = None
         self.usage = Usage()
         self.feedback: dict[str, str] = {}
         self.scores: dict[str, Any] = {}
         self.timings: list[Timing] = []
+        self.on_timing = on_timing
+        """Gets one record per expansion: where its time went (kept out of the graph)."""
+        self._clock: tuple[float, float] | None = None
+        """(monotonic time, wall seconds already spent) when this process started counting."""
 
     # ---------------------------------------------------------------- setup / resume
 
     def start(self) -> None:
         """Capture and score the root (the workspace as it is now)."""
+        self._start_clock()
         snap = self.store.capture(label=None, meta={"purpose": "search-root"})
-        result = self.scorer.score(self.store.workspace, tree=snap.tree)
+        result = self._score(snap.tree, None)
+        if result is None:
+            raise SearchError(
+                f"search.budget.wall_seconds ({self.budget.wall_seconds:g} s) ran out while "
+                "the root was being tested: raise it"
+            )
         ev = {
             "event": "root",
             "tree": snap.tree,
@@ -161,6 +203,7 @@ class Controller:
             "feedback": result.feedback(),
             "test_runs": 0 if result.cached else 1,
             "cache_hits": 1 if result.cached else 0,
+            "elapsed": round(self._elapsed(), 3),
         }
         self.emit(ev)
         self._write_test_log(snap.tree, result)
@@ -177,19 +220,58 @@ class Controller:
                 self.feedback[ev["tree"]] = ev.get("feedback", "")
                 self.usage.test_runs += int(ev.get("test_runs", 0))
                 self.usage.cache_hits += int(ev.get("cache_hits", 0))
+                self.usage.wall_seconds = float(ev.get("elapsed", 0.0))
             elif kind == "expansion":
                 assert self.graph is not None, "expansion before root"
                 apply_event(self.graph, ev, self.usage)
                 if ev.get("feedback") is not None:
                     self.feedback[ev["child"]] = ev["feedback"]
+            elif kind in ("finished", "interrupted"):  # the end of an earlier process
+                spent = float(ev.get("elapsed", 0.0))
+                self.usage.wall_seconds = max(self.usage.wall_seconds, spent)
 
     # ---------------------------------------------------------------- the loop
 
+    def _start_clock(self) -> None:
+        self._clock = (time.monotonic(), self.usage.wall_seconds)
+
+    def _elapsed(self) -> float:
+        """Wall seconds of the search: this process's since it started the search (or resumed
+        it), plus what earlier processes recorded in their last event."""
+        if self._clock is None:
+            return self.usage.wall_seconds
+        t0, before = self._clock
+        return before + time.monotonic() - t0
+
+    def time_left(self) -> float | None:
+        """Wall seconds left of ``budget.wall_seconds`` (``None``: no wall-clock limit)."""
+        if self.budget.wall_seconds is None:
+            return None
+        self.usage.wall_seconds = self._elapsed()
+        return max(self.budget.wall_seconds - self.usage.wall_seconds, 0.0)
+
+    def _score(self, tree: str | None, parent: Any) -> Any:
+        """Score with the test run's timeout clipped to the wall time left; ``None`` when the
+        wall-clock budget ran out before or during the run."""
+        left = self.time_left()
+        if left is not None and left <= 0:
+            return None
+        result = self.scorer.score(self.store.workspace, tree=tree, parent=parent, time_limit=left)
+        spec = getattr(self.scorer, "search_spec", None)
+        limited = left is not None and spec is not None and left < spec.timeout
+        if limited and result.run.timed_out and not result.cached:
+            return None  # cut by the budget, not by the spec's timeout: says nothing of the state
+        return result
+
     def stop_reason(self) -> str | None:
         g = self._g()
+        self.time_left()  # brings usage.wall_seconds up to date
         reason = exhausted(self.budget, self.usage)
         if reason:
             return reason
+        n = self.max_consecutive_errors
+        if n is not None and len(self.error_streak) >= n:
+            return "max_consecutive_errors"
         if self.stop_on_perfect:
             best = G.best_node(g)
             if (g.nodes[best].get("score") or 0.0) >= 1.0:
@@ -205,6 +287,8 @@ class Controller:
         g = self._g()
         interrupted = False
         reason = "exhausted"
+        if self._clock is None:
+            self._start_clock()
         try:
             while True:
                 stop = self.stop_reason()
@@ -228,13 +312,29 @@ class Controller:
                     # longer reproduce the recording.
                     reason = "replay_miss"
                     break
+        except _OutOfTime:
+            reason = "wall_seconds"
         except KeyboardInterrupt:
             interrupted = True
             reason = "interrupted"
+        self.time_left()
         best = G.best_node(g)
         self.store.restore(best)
+        detail = None
+        if reason == "max_consecutive_errors":
+            detail = (
+                f"the agent failed {len(self.error_streak)} times in a row with the same error: "
+                f"{self.error_streak[-1]}"
+            )
         return SearchResult(
-            g, best, g.nodes[best].get("score"), self.usage, reason, interrupted, self.timings
+            g,
+            best,
+            g.nodes[best].get("score"),
+            self.usage,
+            reason,
+            interrupted,
+            self.timings,
+            detail,
         )
 
     def expand(self, choice: Choice, k: int) -> dict[str, Any]:
@@ -253,18 +353,30 @@ class Controller:
         if session_file is not None and session_file.exists():
             # Left by an expansion that was cut short (the run is being resumed): keep it aside.
             session_file.replace(session_file.with_name(f"{base}.aborted-{time.time_ns()}.jsonl"))
+        timeout = strategy.timeout
+        left = self.time_left()
+        if left is not None:
+            if left <= 0:
+                raise _OutOfTime
+            timeout = min(timeout, left)
         session = TransactionalSession.create(
             self.store,
             session_file,
-            timeout=strategy.timeout,
+            timeout=timeout,
             messages=[{"role": "user", "content": self.task}] if self.task else (),
+            # Derived from the run, not random: the session's snapshots (and so the nodes'
+            # commit ids) are the same in two runs with the same seed.
+            session_id=hashlib.sha256(
+                f"{self.seed}:{k}:{choice.node}:{strategy.name}:{choice.attempt}".encode()
+            ).hexdigest()[:16],
         )
+        session.isolation = self.isolation
         ctx = AgentContext(
             session=session,
             task=self.task,
             feedback=tuple(self.feedback.get(n, "") for n in choice.path),
             max_steps=strategy.max_steps,
-            timeout=strategy.timeout,
+            timeout=timeout,
             rng=random.Random(f"{self.seed}:{choice.node}:{strategy.name}:{choice.attempt}"),
             node=TreeHash(choice.node),
             attempt=choice.attempt,
@@ -283,6 +395,9 @@ class Controller:
         except Exception as exc:  # noqa: BLE001 - a strategy that cannot even be built fails
             result = AgentResult(AgentStatus.FAILED, reason=f"{type(exc).__name__}: {exc}")
         timing.agent = time.perf_counter() - t
+        session.close()  # its workspace hold (the search's own hold goes on)
+        if left is not None and self.time_left() == 0:
+            raise _OutOfTime  # the agent was cut at the budget: no result to record
         transcript_rel = None
         if self.transcripts is not None:
             transcript_rel = f"transcripts/{base}.json"
@@ -306,13 +421,13 @@ class Controller:
             "status": result.status.value,
             "reason": result.reason,
             "transcript": transcript_rel,
-            "seconds": round(timing.agent, 3),
             "tokens": result.cost.tokens_in + result.cost.tokens_out,
         }
         node: dict[str, Any] | None = None
         feedback = None
         if G.is_ancestor(g, child, parent):
-            outcome = "noop"
+            # An agent that failed and left nothing new is an error, never a silent no-op.
+            outcome = "error" if result.status is AgentStatus.FAILED else "noop"
             reward = g.nodes[parent].get("score")
         elif child in g:
             outcome = "transposition"
@@ -323,9 +438,9 @@ class Controller:
         else:
             outcome = "new"
             t = time.perf_counter()
-            scored = self.scorer.score(
-                self.store.workspace, tree=child, parent=self.scores.get(parent)
-            )
+            scored = self._score(child, self.scores.get(parent))
+            if scored is None:
+                raise _OutOfTime
             self.scores[child] = scored
             timing.score = time.perf_counter() - t
             feedback = scored.feedback()
@@ -360,20 +475,38 @@ class Controller:
             "test_runs": test_runs,
             "cache_hits": cache_hits,
             "seconds": round(time.perf_counter() - t_start, 3),
+            "elapsed": round(self._elapsed(), 3),
             "tokens": edge["tokens"],
         }
         self.emit(ev)
         apply_event(g, ev, self.usage)
+        self._note_error(ev)
         if feedback is not None:
             self.feedback[child] = feedback
         timing.bookkeeping += time.perf_counter() - t
         self.timings.append(timing)
+        if self.on_timing is not None:
+            self.on_timing(
+                {
+                    "k": k,
+                    "strategy": strategy.name,
+                    "agent_seconds": round(timing.agent, 3),
+                    **{
+                        f"{name}_seconds": round(getattr(timing, name), 4)
+                        for name in ("restore", "capture", "score", "bookkeeping")
+                    },
+                    "seconds": ev["seconds"],
+                    "elapsed": ev["elapsed"],
+                }
+            )
         if self.on_progress is not None:
             best = G.best_node(g)
             self.on_progress(
                 {
                     "k": k,
                     "outcome": outcome,
+                    "status": result.status.value,
+                    "reason": result.reason,
                     "strategy": strategy.name,
                     "score": reward,
                     "best_score": g.nodes[best].get("score"),
@@ -384,6 +517,18 @@ class Controller:
         return ev
 
     # ---------------------------------------------------------------- helpers
+
+    def _note_error(self, ev: Mapping[str, Any]) -> None:
+        """Track the run of consecutive identical agent errors (``max_consecutive_errors``): runs
+        that failed and left no new state (a failed run that kept useful steps made progress)."""
+        edge = ev.get("edge") or {}
+        if ev.get("outcome") != "error":
+            self.error_streak = []
+            return
+        reason = one_line(edge.get("reason"))
+        if self.error_streak and error_key(self.error_streak[-1]) != error_key(reason):
+            self.error_streak = []
+        self.error_streak.append(reason)
 
     def _g(self) -> nx.DiGraph:
         if self.graph is None:
@@ -418,6 +563,15 @@ class Controller:
                     "summary": g.nodes[child].get("tests", {}).get("summary", ""),
                 }
             )
+        for err in g.nodes[node].get("errors", []):
+            out.append(
+                {
+                    "strategy": err["strategy"],
+                    "outcome": "error",
+                    "score": g.nodes[node].get("score"),
+                    "summary": err.get("reason") or "",
+                }
+            )
         for noop in g.nodes[node]["noops"]:
             out.append(
                 {
@@ -443,10 +597,30 @@ class Controller:
 
     def _run_tests_tool(self) -> Callable[[], str]:
         def run_tests() -> str:
-            result = self.scorer.score(self.store.workspace, tree=None)
+            left = self.time_left()
+            if left is not None and left <= 0:
+                return (
+                    "not run: the search's wall-clock budget (search.budget.wall_seconds) is spent"
+                )
+            result = self.scorer.score(self.store.workspace, tree=None, time_limit=left)
             return str(result.feedback())
 
         return run_tests
+
+
+def one_line(reason: Any) -> str:
+    """An agent's failure reason as one line (``"unknown error"`` when it gave none)."""
+    text = " ".join(str(reason or "").split())
+    return (text[:297] + "...") if len(text) > 300 else (text or "unknown error")
+
+
+_NUMBER = re.compile(r"\d+(\.\d+)?")
+
+
+def error_key(reason: str) -> str:
+    """What makes two agent errors "the same": their text with numbers (durations, ports,
+    counts) blanked."""
+    return _NUMBER.sub("#", reason)
 
 
 def _summary(result: Any) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Two branches that reach the same files meet in one node (a transposition). A strategy run that
 changes nothing, or that returns to one of its own ancestors, adds no node and no cycle: it is kept
-in the parent's ``noops`` list. Node attributes (see ``NODE_FIELDS``) are plain JSON values, so the
+in the parent's ``noops`` list, or in its ``errors`` list when the agent failed (an agent error is
+its own outcome, never a silent no-op). Node attributes (see ``NODE_FIELDS``) are plain JSON values, so the
 graph round-trips through ``networkx.node_link_data``.
 """
 
@@ -21,9 +22,10 @@ NODE_FIELDS = (
     "value_sum",  # sum of rewards backed up through it
     "depth",  # shortest distance from the root
     "order",  # 0-based order in which the node was found
-    "commit",  # store commit of the snapshot (volatile: differs between runs)
+    "commit",  # store commit of the snapshot (the same in two runs from the same store state)
     "tried",  # {strategy: attempts started from this node}
     "noops",  # expansions from here that changed nothing or came back to an ancestor
+    "errors",  # expansions from here whose agent failed and left no new state (with the reason)
     "diff_size",  # changed lines from the root (tie-breaker for the final answer)
 )
 VOLATILE_NODE = ("commit",)
@@ -45,6 +47,7 @@ def new_graph(
         commit=commit,
         tried={},
         noops=[],
+        errors=[],
         diff_size=0,
     )
     return g
@@ -67,14 +70,22 @@ def add_result(
     strategy: str,
     edge: dict[str, Any],
     node: dict[str, Any] | None,
+    failed: bool = False,
 ) -> str:
     """Record one expansion of ``parent`` that produced state ``child``.
 
-    Returns ``"noop"`` (nothing changed, or back to an ancestor: no node, no edge), ``"new"``
+    Returns ``"error"`` (the agent failed, ``failed``, and left no new state: no node, no edge;
+    kept in the parent's ``errors`` list with the edge's ``reason``), ``"noop"`` (nothing
+    changed, or back to an ancestor: no node, no edge), ``"new"``
     (a node was added; ``node`` holds its attributes), or ``"transposition"`` (the state was
     already known: only an edge is added, the node keeps its score).
     """
     if is_ancestor(g, child, parent):
+        if failed:
+            g.nodes[parent].setdefault("errors", []).append(
+                {"strategy": strategy, "to": child, **edge}
+            )
+            return "error"
         g.nodes[parent]["noops"].append({"strategy": strategy, "to": child, **edge})
         return "noop"
     if child in g:
@@ -94,6 +105,7 @@ def add_result(
         "order": g.number_of_nodes(),
         "tried": {},
         "noops": [],
+        "errors": [],
         **node,
     }
     g.add_node(child, **attrs)
@@ -137,14 +149,16 @@ def best_node(g: nx.DiGraph) -> str:
 
 
 def to_json(g: nx.DiGraph, *, stable: bool = False) -> str:
-    """node-link JSON; with ``stable`` the volatile fields (commit ids, seconds) are left out,
-    so the same seed and deterministic agents give the same bytes."""
+    """node-link JSON. The same seed and deterministic agents give the same bytes (a search's
+    snapshots have fixed dates; timings are kept in ``timings.jsonl``, not in the graph). With
+    ``stable`` the commit ids (and the ``seconds`` of graphs recorded before that) are left out:
+    bytes then also agree between runs whose stores held different snapshots before."""
     data = nx.node_link_data(g, edges="edges")
     if stable:
         for n in data["nodes"]:
             for k in VOLATILE_NODE:
                 n.pop(k, None)
-            for noop in n.get("noops", []):
+            for noop in n.get("noops", []) + n.get("errors", []):
                 for k in VOLATILE_EDGE:
                     noop.pop(k, None)
         for e in data["edges"]:
@@ -156,6 +170,19 @@ def to_json(g: nx.DiGraph, *, stable: bool = False) -> str:
     data["nodes"].sort(key=lambda n: n["order"])
     data["edges"].sort(key=lambda e: (e["source"], e["target"]))
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def expansions(g: nx.DiGraph) -> list[dict[str, Any]]:
+    """Every recorded expansion's edge attributes (new, transposition, no-op and error), each
+    with ``strategy``, ``status`` and ``reason``."""
+    out: list[dict[str, Any]] = []
+    for _, d in g.nodes(data=True):
+        out.extend(d.get("noops", []))
+        out.extend(d.get("errors", []))
+    for _, _, d in g.edges(data=True):
+        out.append(d)
+        out.extend(d.get("also", []))
+    return out
 
 
 def from_json(text: str) -> nx.DiGraph:

@@ -27,6 +27,8 @@ def tree_text(g: nx.DiGraph, *, max_nodes: int = 400) -> str:
         score = "  -  " if d.get("score") is None else f"{d['score']:.3f}"
         mark = "*" if n in on_best else " "
         noops = f"  ({len(d['noops'])} no-op)" if d["noops"] else ""
+        if d.get("errors"):
+            noops += f"  ({len(d['errors'])} error)"
         via = f"{strategy}  " if strategy else ""
         tests = d.get("tests", {}).get("summary", "")
         return (
@@ -48,6 +50,15 @@ def tree_text(g: nx.DiGraph, *, max_nodes: int = 400) -> str:
         lines.append(prefix + branch + label(n, strategy))
         kids = sorted(g.successors(n), key=lambda k: g.nodes[k]["order"])
         child_prefix = prefix if top else prefix + ("   " if last else "│  ")
+        errors: dict[tuple[str, str], int] = {}
+        for e in g.nodes[n].get("errors", []):
+            key = (str(e.get("strategy")), " ".join(str(e.get("reason") or "?").split())[:160])
+            errors[key] = errors.get(key, 0) + 1
+        for (via, reason), count in errors.items():
+            times = f" x{count}" if count > 1 else ""
+            lines.append(
+                f"{child_prefix}{'│  ' if kids else '   '}! error{times} via {via}: {reason}"
+            )
         for i, k in enumerate(kids):
             walk(k, child_prefix, g.edges[n, k]["strategy"], i == len(kids) - 1, False)
 
@@ -100,3 +111,55 @@ def export(g: nx.DiGraph, fmt: str) -> str:
 
 def _dot_escape(s: str) -> str:
     return s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def expansion_result(outcome: str, score: str, status: str | None, reason: str | None) -> str:
+    """What the progress line says about one expansion: ``new 0.50``, ``error: <reason>``, or
+    ``new 0.50 (agent failed: <reason>)`` for a failed run that kept steps."""
+    why = " ".join(str(reason or "unknown error").split())[:120]
+    if outcome == "error":
+        return f"error: {why}"
+    if status == "failed":
+        return f"{outcome} {score} (agent failed: {why})"
+    return f"{outcome} {score}"
+
+
+def agent_lines(summary: dict[str, Any]) -> list[str]:
+    """End-of-run lines from ``summary.json``: why the search stopped (when the reason alone
+    does not say), which isolation agent commands had, and the agent errors by reason."""
+    lines = []
+    if summary.get("stop_detail"):
+        lines.append(f"  {summary['stop_detail']}")
+    iso = summary.get("isolation") or {}
+    if iso.get("mechanism") not in (None, "none"):
+        net = "network allowed" if iso.get("network") else "no network"
+        lines.append(
+            f"agent commands: isolated ({iso['mechanism']}: workspace only writable, {net})"
+        )
+    elif iso:
+        lines.append(
+            f"agent commands: not isolated ({iso.get('note') or 'sandbox.isolation: none'})"
+        )
+    errors = summary.get("agent_errors") or {}
+    if errors.get("count"):
+        lines.append(
+            f"agent errors: {errors['count']} of {errors['expansions']} expansions failed:"
+        )
+        for reason, n in list(errors["by_reason"].items())[:5]:
+            lines.append(f"  {n} x {reason[:200]}")
+    return lines
+
+
+def agent_failure(summary: dict[str, Any], stop_reason: str) -> str | None:
+    """Why a finished search is not a search result (the CLI exits 3), or ``None``: every
+    expansion failed with an agent error, or the search stopped on repeated agent errors."""
+    errors = summary.get("agent_errors") or {}
+    if errors.get("every_expansion_failed"):
+        first = next(iter(errors.get("by_reason") or {}), "unknown error")
+        return (
+            f"every expansion failed with an agent error ({errors['count']} of "
+            f"{errors['expansions']}; first: {first[:200]}); nothing was searched"
+        )
+    if stop_reason == "max_consecutive_errors":
+        return f"the search stopped on repeated agent errors: {summary.get('stop_detail')}"
+    return None

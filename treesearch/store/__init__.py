@@ -1,10 +1,13 @@
 """The shadow snapshot store: the only part of treesearch that runs git.
 
 ``ShadowStore.open(workspace)`` gives a store kept outside the workspace; ``capture``, ``restore``,
-``diff``, ``materialize``, ``log``, ``gc`` and ``recover`` are its operations. The user's own
+``diff``, ``materialize``, ``log``, ``gc`` and ``recover`` are its operations; ``hold`` keeps other
+processes from restoring the workspace during a longer sequence (a search, a session). The user's own
 ``.git`` is never written.
 """
 
+from treesearch.store._hold import HolderRecord, WorkspaceHold
+from treesearch.store._locate import find_workspace
 from treesearch.store.shadow import GcResult, ShadowStore, TreeEntry, default_home, store_dir_for
 from treesearch.store.values import (
     CaptureStats,
@@ -20,11 +23,14 @@ __all__ = [
     "Diff",
     "FileChange",
     "GcResult",
+    "HolderRecord",
     "RestoreResult",
     "ShadowStore",
     "Skipped",
     "Snapshot",
     "TreeEntry",
+    "WorkspaceHold",
     "default_home",
+    "find_workspace",
     "store_dir_for",
 ]

@@ -7,6 +7,7 @@ Files are written to a temporary name in their final folder and renamed over the
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -89,8 +90,36 @@ class SafeTree:
         except (FileNotFoundError, NotADirectoryError):
             return None
 
-    def write_file(self, rel: str, fill: Callable[[int], None], perm: int, token: str) -> None:
-        """Create ``rel`` atomically: ``fill(fd)`` writes the content of a fresh temp file."""
+    def write_file(
+        self,
+        rel: str,
+        fill: Callable[[int], None],
+        perm: int,
+        token: str,
+        *,
+        make_room: bool = False,
+    ) -> None:
+        """Create ``rel`` atomically: ``fill(fd)`` writes the content of a fresh temp file.
+
+        ``make_room``: when the disk is full, remove the old file first and write again (no
+        longer atomic: only for callers whose journal can redo the write after a kill).
+        """
+        try:
+            self._write_file(rel, fill, perm, token)
+        except OSError as exc:
+            if not make_room or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            pfd, name = self._parent(rel, create=False)
+            try:
+                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            except FileNotFoundError:
+                raise exc from None
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                raise
+            os.unlink(name, dir_fd=pfd)
+            self._write_file(rel, fill, perm, token)
+
+    def _write_file(self, rel: str, fill: Callable[[int], None], perm: int, token: str) -> None:
         pfd, name = self._parent(rel, create=True)
         tmp = temp_name(name, token)
         try:
@@ -181,3 +210,78 @@ class SafeTree:
             return True
         except (FileNotFoundError, NotADirectoryError, UnsafePathError):
             return False
+
+
+def atomic_write(
+    path: str | os.PathLike[str],
+    data: bytes | str,
+    *,
+    durable: bool = False,
+    tmp_dir: str | os.PathLike[str] | None = None,
+    perm: int = 0o644,
+) -> None:
+    """Replace ``path`` with ``data`` so that a reader (or a process killed mid-way) sees the old
+    content or the new, never a torn or empty file.
+
+    The bytes go to a fresh temporary file (in ``tmp_dir``, default ``path``'s folder; it must be
+    on the same filesystem), which is renamed over ``path``. ``durable`` also flushes the file and
+    the folder to disk (power loss); without it the write survives the death of the process, as
+    git's own loose objects do. Every file the store writes goes through here.
+    """
+    target = os.fspath(path)
+    folder = os.path.dirname(target) or "."
+    tmp = os.path.join(
+        os.fspath(tmp_dir) if tmp_dir is not None else folder,
+        f".{os.path.basename(target)[:100]}.tmp-{os.getpid()}-{os.urandom(4).hex()}",
+    )
+    raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, perm)
+    try:
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def is_temp_of_dead_process(name: str) -> bool:
+    """Is ``name`` a temporary file of ``atomic_write`` whose writer is gone (safe to delete)?"""
+    _, sep, rest = name.rpartition(".tmp-")
+    if not sep or not name.startswith("."):
+        return False
+    pid_text = rest.split("-", 1)[0]
+    if not pid_text.isdigit():
+        return False
+    return not pid_alive(int(pid_text))
+
+
+def pid_alive(pid: int) -> bool:
+    """Is a process with this pid running on this host (a zombie counts as gone)?"""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rpartition(b")")[2].split()[0]
+        return state not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True

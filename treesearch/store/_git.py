@@ -226,3 +226,23 @@ class _Buffer:
     def write(self, data: bytes) -> int:
         self.parts.append(data)
         return len(data)
+
+
+FIXED_DATE_EPOCH = 946684800
+"""2000-01-01T00:00:00Z: the first date of a fixed-date snapshot in an empty store."""
+
+
+def fixed_commit_date(previous: float | None) -> float:
+    """The date of a snapshot taken with fixed dates: a millisecond after the previous snapshot
+    (never before ``FIXED_DATE_EPOCH``), so the same operations on the same store state give the
+    same commit ids, snapshots stay ordered by date, and in a store with dated snapshots the
+    dates stay close to the clock's (a thousand snapshots move them by one second)."""
+    if previous is None:
+        return float(FIXED_DATE_EPOCH)
+    return max(round(previous + 0.001, 3), float(FIXED_DATE_EPOCH))
+
+
+def date_env(date: int) -> dict[str, str]:
+    """Author and committer date of a commit, as git's environment variables."""
+    stamp = f"@{date} +0000"
+    return {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}

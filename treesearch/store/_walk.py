@@ -91,9 +91,9 @@ class _Dir:
     only_keep: bool
     nested: bool
     ignore: tuple[int, int] | None
-    linked: bool
-    """Holds a file with more than one hard link: a change made through another link is not
-    reported for this folder, so it is re-listed on every incremental walk."""
+    linked: frozenset[str]
+    """Files with more than one hard link: a change made through another link is not reported
+    for this folder, so a folder holding any is re-listed on every incremental walk."""
 
 
 def default_mode(st_mode: int) -> int:
@@ -131,6 +131,12 @@ class Walker:
         self.listed = 0
         """Folders listed by the last ``full`` or ``update``."""
         self._touched: set[str] | None = None
+        self._written: set[str] = set()
+        """Paths the store itself wrote, deleted or chmodded since the last walk."""
+        self._new_link = False
+        """The walk met a file newly known to have more than one hard link."""
+        self.verified = 0
+        """Files whose stat data the last ``update`` checked without listing their folder."""
 
     # ---------------------------------------------------------------- walking
 
@@ -138,25 +144,91 @@ class Walker:
         """Walk everything."""
         self.dirs = {}
         self.listed = 0
+        self.verified = 0
         self._touched = None
+        self._written = set()
         self.rules = {"": self.rules_for("")}
         self._order = None
         self._visit(self.root, "", "", self.rules[""], False, os.lstat(self.root).st_mtime_ns)
         return self.result()
 
-    def update(self, dirty: Collection[str], fresh: Collection[str]) -> WalkResult:
+    def wrote(self, paths: Collection[str]) -> None:
+        """The store itself changed these paths (a restore): the next ``update`` lists their
+        folders again and counts them as touched, so its answer and the store's stat cache, which
+        the restore updated, are compared for them."""
+        self._written.update(paths)
+
+    def update(
+        self, dirty: Collection[str], fresh: Collection[str], *, verify: bool = False
+    ) -> WalkResult:
         """Re-list the folders in ``dirty`` (relative paths); walk the folders in ``fresh`` (new,
         replaced or moved: whatever was known below them is dropped) from scratch. Raises
-        ``NeedFullWalk`` when that cannot give the same answer as ``full``."""
+        ``NeedFullWalk`` when that cannot give the same answer as ``full``.
+
+        With ``verify``, every other known file is ``lstat``-ed too, and the folders of those whose
+        stat data changed are listed again: the answer then holds every change a full walk sees,
+        including those no event reports (writes through a hard link made since the last walk,
+        through a shared ``mmap``). A walk that meets a file newly known to have more than one
+        link verifies too: its other names may be in folders that got no event."""
         self.listed = 0
+        self.verified = 0
         self._touched = set()
+        self._new_link = False
+        written, self._written = self._written, set()
         todo = set(dirty)
         for rel in fresh:
             if rel in self.dirs:
                 self._drop(rel)
             todo.add(_parent(rel))
+        for path in written:
+            parent = _parent(path)
+            while parent and parent not in self.dirs:
+                parent = _parent(parent)
+            todo.add(parent)
         todo.update(rel for rel, d in self.dirs.items() if d.linked)
         done: set[str] = set()
+        self._relist(todo, done)
+        self._touched.update(written)
+        if verify or self._new_link:
+            self._relist(self._stale_dirs(done), done)
+        return self.result()
+
+    def _stale_dirs(self, done: set[str]) -> set[str]:
+        """Known folders not listed in this round holding a file whose stat data changed (or
+        an oversize file, which may have shrunk)."""
+        stale: set[str] = set()
+        root = self.root
+        stat_at = os.stat
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        checked = 0
+        for rel, d in self.dirs.items():
+            if rel in done or not d.files:
+                continue
+            if any(s.reason == "oversize" for s in d.skipped):
+                stale.add(rel)
+                continue
+            try:
+                # Names relative to the folder: the kernel does not walk the whole path each time.
+                fd = os.open(root + "/" + rel if rel else root, flags)
+            except OSError:
+                stale.add(rel)
+                continue
+            cut = len(rel) + 1 if rel else 0
+            try:
+                for path, key in d.files.items():
+                    checked += 1
+                    st = stat_at(path[cut:], dir_fd=fd, follow_symlinks=False)
+                    if (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode) != key:
+                        stale.add(rel)
+                        break
+            except OSError:
+                stale.add(rel)
+            finally:
+                os.close(fd)
+        self.verified = checked
+        return stale
+
+    def _relist(self, todo: set[str], done: set[str]) -> None:
         for rel in sorted(todo, key=_depth):
             old = self.dirs.get(rel)
             if old is None or rel in done:
@@ -172,7 +244,6 @@ class Walker:
             self._visit(
                 abs_dir, rel, old.repo_rel, repo_rules, old.only_keep, st.st_mtime_ns, old, done
             )
-        return self.result()
 
     def _visit(
         self,
@@ -216,7 +287,7 @@ class Walker:
         skipped: list[Skipped] = []
         subdirs: dict[str, bool] = {}
         ignore: tuple[int, int] | None = None
-        linked = False
+        linked: list[str] = []
         prefix = rel_dir + "/" if rel_dir else ""
         repo_prefix_len = len(repo_rel) + 1 if repo_rel else 0
         if rules is not None and not (rules.files or rules.dirs or only_keep):
@@ -265,7 +336,7 @@ class Walker:
                     continue
                 files[rel] = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, mode)
                 if st.st_nlink > 1:
-                    linked = True
+                    linked.append(rel)
                 if name == ".gitignore":
                     ignore = (st.st_mtime_ns, st.st_size)
                 perm = mode & 0o7777
@@ -281,6 +352,12 @@ class Walker:
                     self._drop(gone)
         if old is None or known != subdirs:
             self._order = None
+        if (
+            linked
+            and self._touched is not None
+            and (old is None or not old.linked.issuperset(linked))
+        ):
+            self._new_link = True
         if self._touched is not None:
             self._touched.update(files)
             if old is not None:
@@ -296,7 +373,7 @@ class Walker:
             only_keep,
             nested,
             ignore,
-            linked,
+            frozenset(linked),
         )
 
     def _drop(self, rel: str) -> None:

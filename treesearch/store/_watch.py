@@ -8,9 +8,15 @@ before a scan starts is seen by that scan.
 What inotify does not see, and how that is handled:
 
 - a write through another hard link of a file: folders holding a file with more than one link
-  are re-listed on every scan (``Walker``);
-- writes through a shared ``mmap`` (they report no event): a known limit, shared with git's
-  fsmonitor. Set ``TREESEARCH_WATCH=0`` to check every file on every scan instead;
+  are re-listed on every scan, and a walk that meets a new hard link checks every file's stat
+  data, to find its other names (``Walker``). A link made after the last scan from outside the
+  workspace (or in an ignored folder, or removed again before the scan) is not met, and writes
+  through a shared ``mmap`` report no event (a limit shared with git's fsmonitor): a capture can
+  miss those, but a restore's safety scan checks every file's stat data
+  (``Walker.update(verify=True)``), so it sees every change a full walk sees. Set
+  ``TREESEARCH_WATCH=0`` to check every file on every scan;
+- changes the store makes itself (a restore): the walker is told which paths (``Walker.wrote``),
+  so its folder records agree with the store's stat cache;
 - network and FUSE filesystems (changes made by other machines): watching is used only when the
   workspace and every mount below it are on a local filesystem type known to report all changes;
 - a full event queue (``IN_Q_OVERFLOW``), the watch limit, or a watched root that disappears:

@@ -16,6 +16,7 @@ error class per operation here and nowhere else.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -41,19 +42,34 @@ from treesearch.errors import (
     StoreError,
     StoreLocationError,
     StoreLockedError,
+    WorkspaceBusy,
 )
-from treesearch.store._fs import SafeTree, UnsafePathError
+from treesearch.store import _init
+from treesearch.store._fs import SafeTree, UnsafePathError, atomic_write
 from treesearch.store._git import (
     BlobReader,
     GitFailed,
     GitRunner,
     blob_oid,
+    date_env,
+    fixed_commit_date,
     git_executable,
     isolated_env,
 )
+from treesearch.store._hold import WorkspaceHold, acquire_hold
+from treesearch.store._retention import GcPolicy, named_for_drop, plan_gc, pressure_order
+from treesearch.store._stat import (
+    compare_with_index,
+    git_may_miss,
+    index_key,
+    parse_index,
+    racy_key,
+    read_scan_time,
+    write_scan_time,
+)
+from treesearch.store._stat import is_racy as _is_racy
 from treesearch.store._walk import (
     MODE,
-    MTIME,
     SIZE,
     IgnoreRules,
     NeedFullWalk,
@@ -78,13 +94,8 @@ PIN_REFS = "refs/treesearch/pins/"
 EMPTY_TREE = TreeHash("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
 _CHANGED_CAP = 5000
 _BULK_PATHS = 256
-_RACY_NS = 2_000_000_000
-"""A file modified less than this before a scan is re-checked by the next one (timestamps of a
-later change could be identical; git's index has the same "racy" problem). Two seconds: FAT keeps
-mtimes to 2 s, ext3 and HFS+ to 1 s."""
-_RACY_FINE_NS = 50_000_000
-"""The window for a timestamp with a sub-millisecond part: it comes from a filesystem with
-fine timestamps, which the kernel takes from a clock that ticks at least every 10 ms."""
+_FORCE_ARG_BYTES = 64 * 1024
+"""Paths to force (see ``_scan``) up to this size go on git's command line, else to a process."""
 _VERIFY_BYTES = 1 << 20
 """Racy files up to this size are checked by hashing them here instead of by a git process."""
 _HEX = set("0123456789abcdef")
@@ -195,6 +206,8 @@ class GcResult:
     bytes_before: int
     bytes_after: int
     dry_run: bool = False
+    snapshots: tuple[Snapshot, ...] = ()
+    """The dropped (or, with ``dry_run``, to be dropped) snapshots, newest first."""
 
 
 @dataclass
@@ -222,11 +235,9 @@ class _State:
         return cls(int(data.get("generation", 0)), data.get("last"), data.get("undo"))
 
     def save(self, path: Path) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(
-            json.dumps({"generation": self.generation, "last": self.last, "undo": self.undo})
+        atomic_write(
+            path, json.dumps({"generation": self.generation, "last": self.last, "undo": self.undo})
         )
-        os.replace(tmp, path)
 
 
 @dataclass
@@ -297,6 +308,13 @@ class ShadowStore:
         """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
         self.recovered: str | None = None
         """What ``recover()`` did on open, if an interrupted restore was found (else ``None``)."""
+        self.fixed_dates = False
+        """Date new snapshots a millisecond after the previous one, not by the clock, so the
+        same operations give the same commit ids (a search sets it: see ``fixed_commit_date``)."""
+        self.repaired: str | None = None
+        """What ``open`` repaired in a store left damaged (e.g. by a kill while it was created)."""
+        self.reclaimed: list[str] = []
+        """Workspace holds taken over from processes that died holding them (the evidence)."""
 
     # ------------------------------------------------------------------ opening
 
@@ -311,6 +329,8 @@ class ShadowStore:
         max_file_bytes: int | None = None,
         lock_timeout: float = 60.0,
         watch: bool = True,
+        create: bool = True,
+        fixed_dates: bool = False,
     ) -> ShadowStore:
         """Open (creating if needed) the store of ``workspace``.
 
@@ -321,6 +341,8 @@ class ShadowStore:
         Linux), so a scan re-lists only changed folders; ``False`` (or ``TREESEARCH_WATCH=0``)
         checks every file on every scan, as git does without an fsmonitor.
         An interrupted restore found here is completed or rolled back (see ``recovered``).
+        ``create=False``: a store that does not exist yet is an error naming where it was looked
+        for (for commands that need existing snapshots). ``fixed_dates``: see ``fixed_dates``.
         """
         ws = Path(os.path.abspath(os.fspath(workspace)))
         try:
@@ -350,7 +372,8 @@ class ShadowStore:
                 f"the store {store} would be inside the workspace {ws}; "
                 "choose a store home outside it (--home or TREESEARCH_HOME)"
             )
-        if _is_within(ws, home_real):
+        # <home>/copies holds the workspace copies of `workspace.copy` runs (runs/cleanup.py).
+        if _is_within(ws, home_real) and not _is_within(ws.parent.parent, home_real / "copies"):
             raise StoreLocationError(
                 f"the workspace {ws} is inside the store home {home_real}; "
                 "choose a workspace outside it or another home"
@@ -364,34 +387,36 @@ class ShadowStore:
             lock_timeout=lock_timeout,
             watch=watch,
         )
+        self.fixed_dates = fixed_dates
+        if not create and not (store / "workspace").exists():
+            raise StoreLocationError(
+                f"no store of workspace {ws} in store home {home_real} (looked for {store}): "
+                "give the store home the snapshots were taken with (--home or TREESEARCH_HOME)"
+            )
         self._init_store()
+        _init.sweep_temps(store)
         if (store / "journal.json").exists():
-            self.recovered = self.recover()
+            try:
+                with self.hold("recovering an interrupted restore"):
+                    self.recovered = self.recover()
+            except WorkspaceBusy:
+                pass  # a live holder: its restore is in flight, or its next restore recovers
         return self
 
     def _init_store(self) -> None:
-        marker = self.path / "workspace"
-        if marker.exists():
-            recorded = marker.read_text(encoding="utf-8", errors="surrogateescape")
-            if recorded != str(self.workspace):
-                raise StoreLocationError(
-                    f"store {self.path} belongs to workspace {recorded}, not {self.workspace}"
-                )
+        expected = {
+            "git/config": _CONFIG.format(hooks=self.path / "no-hooks"),
+            "git/info/attributes": _ATTRIBUTES,
+            "format": f"{STORE_FORMAT}\n",
+        }
+        if _init.marker_problem(self.path, self.workspace, expected) is None:
             return
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             with self.lock():
-                if marker.exists():
-                    return
-                env = isolated_env(GIT_DIR=str(self.git_dir))
-                self._git.run(["init", "--quiet", "--template="], env=env, cwd=self.path)
-                hooks = self.path / "no-hooks"
-                hooks.mkdir(exist_ok=True)
-                (self.git_dir / "config").write_text(_CONFIG.format(hooks=hooks))
-                (self.git_dir / "info").mkdir(exist_ok=True)
-                (self.git_dir / "info" / "attributes").write_text(_ATTRIBUTES)
-                (self.path / "format").write_text(f"{STORE_FORMAT}\n")
-                marker.write_text(str(self.workspace), encoding="utf-8", errors="surrogateescape")
+                self.repaired = _init.create_or_repair(
+                    self.path, self.workspace, self._git, expected
+                )
         except GitFailed as exc:
             raise StoreError(f"cannot create the store at {self.path}: {exc.stderr}") from exc
         except OSError as exc:
@@ -452,8 +477,9 @@ class ShadowStore:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.1)
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            with contextlib.suppress(OSError):  # the holder's pid is a courtesy (full disk)
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             self._lock_depth = 1
             self._git.pass_fds = (fd,)
             self._reclaim_stale_locks()
@@ -463,6 +489,20 @@ class ShadowStore:
             self._lock_depth = 0
             self._git.pass_fds = ()
             fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def hold(self, purpose: str = "", *, command: str | None = None) -> WorkspaceHold:
+        """Hold the workspace until the returned hold is released (or its ``with`` block ends).
+
+        While held, a ``hold`` (or a restore, which takes one) of this workspace in another
+        process raises ``WorkspaceBusy`` at once, naming the holder. Re-entrant within this
+        process. ``purpose`` says what for (shown to whoever is refused); ``command`` defaults to
+        this process's command line. A record left by a holder that died is reported in
+        ``reclaimed``.
+        """
+        held = acquire_hold(self.path, self.workspace, purpose, command)
+        if held.reclaimed:
+            self.reclaimed.append(held.reclaimed)
+        return held
 
     def _reclaim_stale_locks(self) -> None:
         # We hold the flock and every git process of ours inherits it, so no live owner exists.
@@ -557,7 +597,11 @@ class ShadowStore:
             if kind == "safety"
             else self._changed(last, scan.tree, w.modes, empty_dirs, counts=scan.hashed <= 256)
         )
-        created = time.time()
+        created: float = time.time()
+        git_env = None
+        if self.fixed_dates:
+            created = fixed_commit_date(last.created_at if last is not None else None)
+            git_env = self._git.with_env(**date_env(int(created)))
         body = {
             "format": STORE_FORMAT,
             "kind": kind,
@@ -582,7 +626,9 @@ class ShadowStore:
             raise CaptureError(f"snapshot meta is not JSON-serialisable: {exc}") from exc
         commit = (
             self._run(
-                ["commit-tree", "--no-gpg-sign", scan.tree, "-F", "-"], input=message.encode()
+                ["commit-tree", "--no-gpg-sign", scan.tree, "-F", "-"],
+                input=message.encode(),
+                env=git_env,
             )
             .decode()
             .strip()
@@ -611,9 +657,8 @@ class ShadowStore:
         """Create a loose ref (we hold the store lock; saves a git process per snapshot)."""
         path = self.git_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path / "ref.tmp"  # outside refs/: a leftover must never look like a ref
-        tmp.write_text(oid + "\n")
-        os.replace(tmp, path)
+        # The temp file outside refs/: a leftover must never look like a ref.
+        atomic_write(path, oid + "\n", tmp_dir=self.path)
 
     def _changed(
         self,
@@ -650,13 +695,15 @@ class ShadowStore:
         paths.update(set(empty_dirs) ^ set(last.empty_dirs))
         return sorted(paths)
 
-    def _scan(self) -> _Scan:
+    def _scan(self, *, verify: bool = False) -> _Scan:
         """Bring the store's index in line with the workspace and write its tree (no snapshot).
 
         Cost with nothing changed: one ``lstat`` per file (our walk) and no git process at all.
-        Git is asked only about paths whose stat data changed since the last scan, or that were
-        modified so recently that a later change could keep the same timestamps ("racy", as in
-        git's own index); the ignore listing is reused while no folder changed.
+        Git is asked only about paths whose stat data changed since the last scan (compared to
+        the nanosecond, ``_stat.py``), or that were modified so recently that a later change could
+        keep the same timestamps ("racy", as in git's own index); the ignore listing is reused
+        while no folder changed. ``verify`` (a restore's safety scan): see every change a full
+        walk sees, also those the watcher cannot report.
         """
         t0 = time.perf_counter()
         if not (self.path / "index").exists():
@@ -666,13 +713,13 @@ class ShadowStore:
         cache, self._stat_cache = self._stat_cache, None
         tree, self._tree = self._tree, None
         walk_start = time.time_ns()
-        w = self._walk()
+        w = self._walk(verify)
         files = new_cache = w.files
+        force: list[str] = []  # fed paths git's whole-second compare could miss: removed first
+        racy_known: dict[str, str] = {}
         if cache is None:
-            out = self._run(["ls-files", "-z"])
-            index_paths = {_fs(p) for p in out.split(b"\0") if p}
-            feed = sorted(files)
-            hashed = len(files) if not index_paths else -1
+            index_paths, feed, force, racy_known = self._compare_index(files)
+            hashed = len(feed)
         else:
             if w.touched is not None:
                 # An incremental walk says which paths can differ (those in re-listed folders).
@@ -691,7 +738,15 @@ class ShadowStore:
             recent = self._unverified(
                 [p for p in self._recent if p in new_cache and cache.get(p) == new_cache[p]],
                 new_cache,
+                self._oids,
             )
+            # (Forcing costs no extra process: the paths go on the same command line.)
+            force = [
+                p
+                for p in changed
+                if p in cache and git_may_miss(index_key(cache[p]), index_key(new_cache[p]))
+            ]
+            force += recent
             feed = sorted(set(changed).union(recent))
             hashed = len(changed)
         stale = index_paths.difference(files)
@@ -707,33 +762,69 @@ class ShadowStore:
             # (bulk check-in) instead of one loose object file each: much faster cold captures.
             # A few paths stay loose objects, so small captures do not pile up tiny packs.
             bulk = ["-c", "core.bigFileThreshold=1"] if len(feed) > _BULK_PATHS else []
+            first: list[str] = []
+            if force:
+                # Out of the index first, so git hashes them whatever its own stat compare says.
+                if sum(len(p) + 3 for p in force) <= _FORCE_ARG_BYTES:
+                    first = ["--force-remove", *("./" + p for p in force), "--no-force-remove"]
+                else:
+                    self._run(
+                        ["update-index", "--force-remove", "-z", "--stdin"],
+                        input=_zjoin(sorted(force)),
+                    )
             self._run(
-                [*bulk, "update-index", "--add", "--remove", "--replace", "-z", "--stdin"],
+                [*bulk, "update-index", *first, "--add", "--remove", "--replace", "-z", "--stdin"],
                 input=_zjoin(feed),
             )
         if feed or stale or tree is None:
             tree = TreeHash(self._run(["write-tree"]).decode().strip())
+        if feed or stale:
+            write_scan_time(self.path / "scan-time", walk_start)
         self._stat_cache = new_cache
         self._recent = {
             p
-            for p in (feed if cache is None else set(feed).union(self._recent))
-            if p in new_cache and _is_racy(new_cache[p][MTIME], walk_start)
+            for p in (
+                set(feed).union(racy_known) if cache is None else set(feed).union(self._recent)
+            )
+            if p in new_cache and racy_key(new_cache[p], walk_start)
         }
         self._oids = {p: oid for p, oid in self._oids.items() if p in self._recent}
         for p in feed:
             self._oids.pop(p, None)  # git hashed it again: the id we knew may be out of date
+        for p, oid in racy_known.items():
+            if p in self._recent and p not in self._oids:
+                self._oids[p] = oid
         self._scanned_at = walk_start
         self._tree = tree
-        if hashed < 0:
-            hashed = 0  # unknown in a fresh process (git's stat cache decided); counted from now on
         return _Scan(tree, w, hashed, time.perf_counter() - t0)
 
-    def _unverified(self, paths: list[str], keys: Mapping[str, tuple[int, ...]]) -> list[str]:
+    def _compare_index(
+        self, files: Mapping[str, tuple[int, int, int, int, int]]
+    ) -> tuple[set[str], list[str], list[str], dict[str, str]]:
+        """Without a stat cache (a new process): compare the walk with the index's own stat data,
+        to the nanosecond. Returns the index's paths, the paths to feed, those to force (see
+        ``_scan``) and the racy paths whose content was found unchanged, with their blob ids."""
+        out = self._run(["ls-files", "-z", "-s", "--debug"])
+        entries = parse_index(out, _fs)
+        if entries is None:  # not the listing we know: let git hash everything again
+            paths = sorted(files)
+            listed = self._run(["ls-files", "-z"])
+            return {_fs(p) for p in listed.split(b"\0") if p}, paths, paths, {}
+        since = read_scan_time(self.path / "scan-time", self.path / "index")
+        changed, force, racy = compare_with_index(files, entries, since)
+        oids = {p: entries[p][1] for p in racy}
+        unverified = self._unverified(racy, files, oids)
+        known = {p: oids[p] for p in set(racy).difference(unverified)}
+        return set(entries), sorted(set(changed).union(unverified)), force + unverified, known
+
+    def _unverified(
+        self, paths: list[str], keys: Mapping[str, tuple[int, ...]], oids: Mapping[str, str]
+    ) -> list[str]:
         """The racy ``paths`` git must look at again: those whose blob id we do not know, or
         whose content no longer hashes to it (what git does for its own racy entries)."""
         out = []
         for p in paths:
-            oid = self._oids.get(p)
+            oid = oids.get(p)
             if (
                 oid is None
                 or keys[p][SIZE] > _VERIFY_BYTES
@@ -742,7 +833,7 @@ class ShadowStore:
                 out.append(p)
         return out
 
-    def _walk(self) -> WalkResult:
+    def _walk(self, verify: bool = False) -> WalkResult:
         """Walk the workspace; reuse the last ignore listing unless a folder or ignore file changed.
 
         With a watcher (``_watch.py``), only the folders it reports as changed are listed again;
@@ -760,7 +851,7 @@ class ShadowStore:
         # Until this walk completes, what the walker holds is unknown (a folder that cannot be
         # listed stops it half-way, after the watcher's events were consumed).
         walker, self._walker = self._walker, None
-        w = self._walk_live(walker, rules_for) if (no_rules or cached is not None) else None
+        w = self._walk_live(walker, rules_for, verify) if (no_rules or cached is not None) else None
         if w is None or walker is None:
             walker = self._new_walker(rules_for)
             w = walker.full()
@@ -784,7 +875,10 @@ class ShadowStore:
         return w
 
     def _walk_live(
-        self, walker: Walker | None, rules_for: Callable[[str], IgnoreRules | None]
+        self,
+        walker: Walker | None,
+        rules_for: Callable[[str], IgnoreRules | None],
+        verify: bool = False,
     ) -> WalkResult | None:
         """The last walk brought up to date from the watcher's events; ``None``: walk it all."""
         watch = self._watch
@@ -795,7 +889,7 @@ class ShadowStore:
             return None
         walker.rules_for = rules_for
         try:
-            w = walker.update(changes.dirty, changes.fresh)
+            w = walker.update(changes.dirty, changes.fresh, verify=verify)
         except NeedFullWalk:
             return None
         return None if watch.lost else w
@@ -1118,7 +1212,7 @@ class ShadowStore:
         rolled back by the next ``open``.
         """
         try:
-            with self.lock():
+            with self.hold(f"restore {ref}"), self.lock():
                 return self._restore_locked(self._resolve_locked(ref))
         except GitFailed as exc:
             raise RestoreError(_git_message("restore failed", exc)) from exc
@@ -1131,19 +1225,28 @@ class ShadowStore:
         t0 = time.perf_counter()
         if (self.path / "journal.json").exists():
             self._recover_locked()
-        scan = self._scan()
-        safety = self._capture_locked("safety", None, None, scan=scan)
-        plan = self._plan(scan, target)
         token = secrets.token_hex(4)
+        try:
+            # verify: the safety snapshot must see every change, even those no event reports
+            scan = self._scan(verify=True)
+            safety = self._capture_locked("safety", None, None, scan=scan)
+            plan = self._plan(scan, target)
+            if not plan.empty:
+                self._write_journal(token, target.commit, safety.commit, plan)
+        except (GitFailed, OSError) as exc:
+            raise RestoreError(
+                f"restore to {target.commit[:12]} failed before anything was changed "
+                f"({_one_line(exc)}); the workspace is as it was"
+            ) from exc
         pruned: list[str] = []
+        warnings: list[str] = []
         if not plan.empty:
-            self._write_journal(token, target.commit, safety.commit, plan)
             try:
                 pruned = self._execute(plan, token)
             except Exception as exc:
                 reason = _describe(exc)
                 try:
-                    self._rollback(token, safety, plan)
+                    self._rollback(token, safety, plan, target)
                 except Exception as exc2:  # pragma: no cover - both directions failed
                     raise RestoreError(
                         f"restore to {target.commit[:12]} failed ({reason}) and rolling back "
@@ -1154,9 +1257,23 @@ class ShadowStore:
                     f"restore to {target.commit[:12]} failed: {reason}; the workspace was "
                     "rolled back to how it was"
                 ) from exc
-            self._sync_index(plan, target.tree)
-            (self.path / "journal.json").unlink()
-        self._bump(last=target.commit, undo=safety.commit)
+            # Every file is written: the restore is complete whatever happens next. The index
+            # is only git's stat cache; if it cannot be updated (a full disk), the next scan
+            # finds the rewritten files by their changed stat data.
+            warning = self._sync_index_or_forget(plan, target.tree)
+            if warning:
+                warnings.append(warning)
+            try:
+                self._bump(last=target.commit, undo=safety.commit)
+                (self.path / "journal.json").unlink()
+            except OSError as exc:
+                raise RestoreError(
+                    f"restore to {target.commit[:12]} completed: the workspace is at it, but the "
+                    f"store could not record that ({_describe(exc)}); the next treesearch command "
+                    f"records it (`treesearch snap undo` then returns to {safety.commit[:12]})"
+                ) from exc
+        else:
+            self._bump(last=target.commit, undo=safety.commit)
         return RestoreResult(
             target=target,
             safety=safety,
@@ -1166,6 +1283,7 @@ class ShadowStore:
             created_dirs=tuple(plan.mkdirs),
             chmodded=tuple(p for p, _ in plan.chmods),
             seconds=time.perf_counter() - t0,
+            warnings=tuple(warnings),
         )
 
     def _plan(self, scan: _Scan, target: Snapshot) -> _Plan:
@@ -1268,13 +1386,10 @@ class ShadowStore:
             "safety": safety,
             "writes": [p for p, *_ in plan.writes],
         }
-        tmp = self.path / "journal.json.tmp"
-        with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
-            # No fsync: the journal guards against the process dying (SIGKILL, OOM), which
-            # leaves the page cache intact; like git's own objects, it does not claim power-loss
-            # durability.
-            json.dump(data, fh)
-        os.replace(tmp, self.path / "journal.json")
+        # Not durable: the journal guards against the process dying (SIGKILL, OOM), which
+        # leaves the page cache intact; like git's own objects, it does not claim power-loss
+        # durability.
+        atomic_write(self.path / "journal.json", json.dumps(data))
 
     def _execute(self, plan: _Plan, token: str, root: Path | None = None) -> list[str]:
         """Carry out ``plan``; returns the folders actually pruned."""
@@ -1282,6 +1397,7 @@ class ShadowStore:
             for path in plan.deletes:
                 tree.unlink(path)
             pruned = [d for d in plan.prune if tree.rmdir(d)]
+            deferred: list[tuple[str, Callable[[int], None], int]] = []
             for path, mode, oid, perm in plan.writes:
                 if mode == 0o120000:
                     tree.write_symlink(path, blobs.read(oid), token)
@@ -1293,7 +1409,17 @@ class ShadowStore:
                     with os.fdopen(os.dup(fd), "wb", buffering=1 << 20) as fh:
                         blobs.read_to(oid, fh)
 
-                tree.write_file(path, fill, perm, token)
+                # In the workspace a journal is on record: on a full disk, the old file may go
+                # first (the safety snapshot holds it; recovery redoes the write after a kill),
+                # and a file that still finds no room is written again after the others.
+                try:
+                    tree.write_file(path, fill, perm, token, make_room=root is None)
+                except OSError as exc:
+                    if root is not None or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                        raise
+                    deferred.append((path, fill, perm))
+            for path, refill, perm in deferred:
+                tree.write_file(path, refill, perm, token, make_room=True)
             for path, perm in plan.chmods:
                 tree.chmod(path, perm)
             for d in plan.mkdirs:
@@ -1317,6 +1443,9 @@ class ShadowStore:
         if records:
             self._run(["update-index", "-z", "--index-info"], input=b"".join(records))
         touched = {p for p, *_ in plan.writes} | {p for p, _ in plan.chmods}
+        if self._walker is not None:
+            # The walker's folder records must agree with the stat cache updated below.
+            self._walker.wrote([*touched, *plan.deletes, *plan.prune, *plan.mkdirs])
         if cache is not None:
             for p in plan.deletes:
                 cache.pop(p, None)
@@ -1334,13 +1463,33 @@ class ShadowStore:
             self._stat_cache = cache
             self._tree = tree
 
-    def _rollback(self, token: str, safety: Snapshot, plan: _Plan) -> None:
+    def _sync_index_or_forget(self, plan: _Plan, tree: TreeHash) -> str | None:
+        """``_sync_index`` after the files are written; a failure (a full disk) only costs the
+        cache: it is forgotten, and the warning says so."""
+        try:
+            self._sync_index(plan, tree)
+            return None
+        except (GitFailed, OSError) as exc:
+            self._forget_index()
+            return (
+                f"the store's index could not be updated ({_one_line(exc)}); the next "
+                "capture checks the restored files again"
+            )
+
+    def _rollback(self, token: str, safety: Snapshot, plan: _Plan, target: Snapshot) -> None:
         self._cleanup_temps(token, [p for p, *_ in plan.writes])
         self._forget_index()
-        scan = self._scan()
+        try:
+            scan = self._scan(verify=True)
+        except (GitFailed, OSError):
+            # The scan writes the index, which a full disk refuses. Without it: every path that
+            # differs between the safety and the target was in the plan, and going back from
+            # the target's tree rewrites each of them (done or not) to its safety state.
+            self._forget_index()
+            scan = _Scan(target.tree, self._walk(verify=True), 0, 0.0)
         back = self._plan(scan, safety)
         self._execute(back, token)
-        self._sync_index(back, safety.tree)
+        self._sync_index_or_forget(back, safety.tree)
         with contextlib.suppress(FileNotFoundError):
             (self.path / "journal.json").unlink()
 
@@ -1375,9 +1524,9 @@ class ShadowStore:
                 continue
             plan = _Plan()
             try:
-                plan = self._plan(self._scan(), snap)
+                plan = self._plan(self._scan(verify=True), snap)
                 self._execute(plan, token)
-                self._sync_index(plan, snap.tree)
+                self._sync_index_or_forget(plan, snap.tree)
             except (RestoreError, OSError, GitFailed):
                 self._cleanup_temps(token, [p for p, *_ in plan.writes])
                 self._forget_index()
@@ -1571,28 +1720,37 @@ class ShadowStore:
         max_bytes: int | None = None,
         protect: Iterable[str] = (),
         keep_safety: int = 3,
+        safety_max_age: float | None = None,
+        labelled: bool = False,
+        drop: Iterable[str] = (),
         dry_run: bool = False,
     ) -> GcResult:
-        """Drop old snapshots and their unreachable objects.
+        """Drop old snapshots and their unreachable objects (see ``_retention`` for the rules).
 
-        Retention: keep the newest ``keep_last`` snapshots, drop those older than ``max_age``
-        seconds, then drop the oldest until the objects fit ``max_bytes``. Never dropped: pinned
-        snapshots, those named in ``protect``, the newest ``keep_safety`` safety snapshots, the
-        last snapshot and the one ``undo`` returns to.
+        Unlabelled captures: keep the newest ``keep_last`` (safety snapshots are not counted),
+        drop those older than ``max_age`` seconds. Labelled captures are dropped only when named
+        in ``drop`` (a label drops every snapshot with it) or when ``labelled`` puts them under
+        the capture rules. Safety snapshots: dropped when older than ``safety_max_age``, never
+        the newest ``keep_safety``. Then, with ``max_bytes``, the oldest droppable snapshots go
+        until the objects fit. Never dropped: pinned snapshots, those named in ``protect``, the
+        newest snapshot, the last snapshot and the one ``undo`` returns to.
         """
+        policy = GcPolicy(keep_last, max_age, keep_safety, safety_max_age, labelled)
         try:
-            with self.lock():
-                return self._gc_locked(keep_last, max_age, max_bytes, protect, keep_safety, dry_run)
+            if dry_run:
+                with self.lock():
+                    return self._gc_locked(policy, max_bytes, protect, drop, True)
+            with self.hold("gc"), self.lock():
+                return self._gc_locked(policy, max_bytes, protect, drop, False)
         except GitFailed as exc:
             raise GcError(_git_message("gc failed", exc)) from exc
 
     def _gc_locked(
         self,
-        keep_last: int | None,
-        max_age: float | None,
+        policy: GcPolicy,
         max_bytes: int | None,
         protect: Iterable[str],
-        keep_safety: int,
+        drop_refs: Iterable[str],
         dry_run: bool,
     ) -> GcResult:
         snaps = sorted(self._load_snapshots().values(), key=lambda s: s.created_at, reverse=True)
@@ -1600,28 +1758,24 @@ class ShadowStore:
         keep.update(self._resolve_locked(r).commit for r in protect)
         pins = self._run(["for-each-ref", "--format=%(objectname)", PIN_REFS]).decode().split()
         keep.update(pins)
-        keep.update(s.commit for s in [s for s in snaps if s.kind == "safety"][:keep_safety])
-        if snaps:
-            keep.add(snaps[0].commit)
-        now = time.time()
-        drop: list[Snapshot] = []
-        for i, s in enumerate(snaps):
-            if s.commit in keep:
-                continue
-            if (keep_last is not None and i >= keep_last) or (
-                max_age is not None and now - s.created_at > max_age
-            ):
-                drop.append(s)
+        resolve = self._resolve_locked
+        named = named_for_drop(snaps, drop_refs, keep, pins, lambda r: resolve(r).commit)
+        drop = plan_gc(snaps, policy, keep=keep, drop=named, now=time.time())
         before = self.disk_usage()
         if dry_run:
             return GcResult(
-                tuple(s.commit for s in drop), len(snaps) - len(drop), before, before, True
+                tuple(s.commit for s in drop),
+                len(snaps) - len(drop),
+                before,
+                before,
+                True,
+                tuple(drop),
             )
         self._drop(drop)
         self._run(["gc", "--prune=now", "--quiet"])
         after = self.disk_usage()
         if max_bytes is not None:
-            rest = [s for s in reversed(snaps) if s.commit not in keep and s not in drop]
+            rest = pressure_order(snaps, policy, keep=keep, dropped={s.commit for s in drop})
             while after > max_bytes and rest:
                 batch = rest[: max(1, len(rest) // 4)]
                 rest = rest[len(batch) :]
@@ -1629,7 +1783,14 @@ class ShadowStore:
                 drop.extend(batch)
                 self._run(["gc", "--prune=now", "--quiet"])
                 after = self.disk_usage()
-        return GcResult(tuple(s.commit for s in drop), len(snaps) - len(drop), before, after)
+        return GcResult(
+            tuple(s.commit for s in drop),
+            len(snaps) - len(drop),
+            before,
+            after,
+            False,
+            tuple(drop),
+        )
 
     def _drop(self, snaps: Sequence[Snapshot]) -> None:
         if not snaps:
@@ -1751,11 +1912,6 @@ def _deleted_in_place(root: Path, rel: str, w: WalkResult) -> bool:
     return parent in w.dir_mtimes and not os.path.lexists(os.path.join(root, rel))
 
 
-def _is_racy(mtime: int, scanned_at: int) -> bool:
-    """Could a change after a scan that started at ``scanned_at`` keep this mtime?"""
-    return mtime >= scanned_at - (_RACY_FINE_NS if mtime % 1_000_000 else _RACY_NS)
-
-
 def _blob_id(root: Path, rel: str, key: tuple[int, ...]) -> str | None:
     """git's blob id of a file or symlink as it is now (``None`` if it cannot be read)."""
     path = os.path.join(root, rel)
@@ -1812,6 +1968,12 @@ def _git_message(what: str, exc: GitFailed) -> str:
         if "open(" in line or "Permission denied" in line or "unable to" in line.lower():
             return f"{what}: {line.strip()}"
     return f"{what}: {text.splitlines()[-1] if text else ''}".strip()
+
+
+def _one_line(exc: BaseException) -> str:
+    """The last line of ``_describe``: messages stay on one line."""
+    lines = [line.strip() for line in _describe(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
 
 
 def _describe(exc: BaseException) -> str:

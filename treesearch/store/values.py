@@ -88,6 +88,9 @@ class RestoreResult:
     """Files whose permission bits alone were changed."""
     seconds: float = 0.0
     """Wall-clock duration, safety snapshot included."""
+    warnings: tuple[str, ...] = ()
+    """Problems that did not stop the restore (it completed), e.g. an index that could not be
+    updated on a full disk."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from treesearch.agents import AgentContext, AgentCost, AgentResult, AgentStatus
 from treesearch.agents.llm.client import (
     ChatClient,
     ChatReply,
+    ContextLengthError,
     ModelDeadlineError,
     ModelRequestError,
     parse_reply,
@@ -95,6 +96,27 @@ def _cut_middle(text: str, limit: int) -> str:
     return f"{text[:head]}\n{_CUT_NOTE.format(n=len(text) - limit)}\n{text[len(text) - tail :]}"
 
 
+def _cap(text: str | None, limit: int) -> str | None:
+    """``text`` cut in the middle to ``limit`` characters (``None`` stays ``None``)."""
+    return None if text is None else _cut_middle(text, limit)
+
+
+def _cap_arguments(call: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A tool call (OpenAI form) whose long string arguments are cut to ``limit`` (valid JSON)."""
+    fn = call.get("function") or {}
+    raw = fn.get("arguments")
+    if not isinstance(raw, str) or len(raw) <= limit:
+        return call
+    try:
+        args = json.loads(raw)
+    except ValueError:
+        return call
+    if not isinstance(args, dict):
+        return call
+    args = {k: _cut_middle(v, limit) if isinstance(v, str) else v for k, v in args.items()}
+    return {**call, "function": {**fn, "arguments": json.dumps(args)}}
+
+
 def _shorten_text(text: str) -> str:
     if len(text) <= _SHORT_HEAD + _SHORT_TAIL + 100:
         return text
@@ -125,6 +147,8 @@ class _Run:
         self.from_cache = 0
         self.retries = 0
         self.tokens_per_char = 0.25
+        self.context_tokens = cfg.context_tokens
+        """The prompt budget; lowered after the server refused a request as too long."""
         ws = str(ctx.workspace)
         self.volatile = [ws, os.path.realpath(ws)]
         self.sample = {"node": ctx.node, "attempt": ctx.attempt}
@@ -286,6 +310,24 @@ class _Run:
         return request
 
     def _ask(self, turn: int) -> ChatReply:
+        """One model reply; on a context-length refusal, shorten the history and ask once more."""
+        try:
+            return self._ask_once(turn)
+        except ContextLengthError as exc:
+            if not self._shorten_after_overflow(turn, str(exc)):
+                raise ModelRequestError(
+                    f"the conversation is longer than the model's context and nothing is left "
+                    f"to shorten: {exc}"
+                ) from None
+        try:
+            return self._ask_once(turn)
+        except ContextLengthError as exc:
+            raise ModelRequestError(
+                f"the conversation is still longer than the model's context after shortening "
+                f"the history once: {exc}"
+            ) from None
+
+    def _ask_once(self, turn: int) -> ChatReply:
         request = self._request()
         messages = request["messages"]
         base = 0
@@ -381,8 +423,10 @@ class _Run:
         self.view.append(
             {
                 "role": "assistant",
-                "content": reply.content,
-                "tool_calls": [c.to_openai() for c in calls],
+                "content": _cap(reply.content, self.cfg.observation_chars),
+                "tool_calls": [
+                    _cap_arguments(c.to_openai(), self.cfg.observation_chars) for c in calls
+                ],
             }
         )
         self.shrinkable.add(len(self.view) - 1)
@@ -418,7 +462,10 @@ class _Run:
         else:
             call = ToolCall(f"text_{turn}", "run", {"command": action.text})
         step = self._step(turn, [call], reply.content)
-        self.view.append({"role": "assistant", "content": reply.content or ""})
+        self.view.append(
+            {"role": "assistant", "content": _cap(reply.content, self.cfg.observation_chars) or ""}
+        )
+        self.shrinkable.add(len(self.view) - 1)
         obs = step.observations[0]
         self.view.append(
             {
@@ -452,7 +499,10 @@ class _Run:
 
     def _say(self, content: str) -> None:
         message = {"role": "assistant", "content": content}
-        self.view.append(message)
+        self.view.append(
+            {"role": "assistant", "content": _cap(content, self.cfg.observation_chars)}
+        )
+        self.shrinkable.add(len(self.view) - 1)  # text-only replies can be shortened too
         self.ctx.session.add_message(message)
 
     def _tell(self, text: str) -> None:
@@ -473,9 +523,40 @@ class _Run:
             chars += len(canonical_json(self.tools))
         return int(chars * self.tokens_per_char)
 
+    def _shorten_after_overflow(self, turn: int, error: str) -> bool:
+        """Shorten messages, oldest first (the latest turn last), until the estimate is half
+        what the refused request was; lower the budget for later turns. False when nothing
+        could be shortened."""
+        before = self._estimate()
+        target = before // 2
+        cut: list[dict[str, Any]] = []
+        for i in sorted(self.shrinkable - self.shortened):
+            old = len(canonical_json(self.view[i]))
+            self.view[i] = _shorten_message(self.view[i])
+            self.shortened.add(i)
+            new = len(canonical_json(self.view[i]))
+            if new < old:
+                cut.append({"message": i, "role": self.view[i]["role"], "chars": old, "kept": new})
+            if self._estimate() <= target:
+                break
+        after = self._estimate()
+        self.context_tokens = max(1, min(self.context_tokens, after))
+        self.transcript.append(
+            {
+                "event": "context_exceeded",
+                "turn": turn,
+                "error": error[:500],
+                "cut": cut,
+                "estimated_tokens_before": before,
+                "estimated_tokens_after": after,
+                "context_tokens_now": self.context_tokens,
+            }
+        )
+        return bool(cut)
+
     def _fit_context(self, turn: int) -> None:
         before = self._estimate()
-        if before <= self.cfg.context_tokens:
+        if before <= self.context_tokens:
             return
         # The latest turns stay whole: the model is acting on them.
         assistants = [i for i, m in enumerate(self.view) if m["role"] == "assistant"]
@@ -489,7 +570,7 @@ class _Run:
             self.shortened.add(i)
             changed += 1
             estimate = self._estimate()
-            if estimate <= self.cfg.context_tokens:
+            if estimate <= self.context_tokens:
                 break
         self.transcript.append(
             {
@@ -498,7 +579,7 @@ class _Run:
                 "messages": changed,
                 "estimated_tokens_before": before,
                 "estimated_tokens_after": estimate,
-                "over_budget": estimate > self.cfg.context_tokens,
+                "over_budget": estimate > self.context_tokens,
             }
         )
 

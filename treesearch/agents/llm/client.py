@@ -4,6 +4,8 @@ This module is the boundary to the openai SDK: its exceptions become ``ModelRequ
 and nowhere else. The SDK's own retries are off; ``ChatClient`` retries 408, 409, 429 and 5xx
 statuses, timeouts and lost connections itself, with exponential backoff (a ``Retry-After``
 header wins), within the run's deadline, and reports each retry to its caller for the transcript.
+A refused connection (nothing listens at the address, or the name does not resolve) is not
+retried: the server is not there, and waiting would only cost the search its time.
 
 ``read_api_key`` is the package's only read of the process environment (the key's variable is
 named by the config's ``api_key_env``); the key goes to the SDK and nowhere else, and is scrubbed
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,6 +28,7 @@ from treesearch.errors import AgentError
 __all__ = [
     "ChatClient",
     "ChatReply",
+    "ContextLengthError",
     "ModelDeadlineError",
     "ModelRequestError",
     "parse_reply",
@@ -40,6 +44,35 @@ _SDK_ARGS = ("model", "messages", "tools", "tool_choice", "temperature", "max_to
 class ModelRequestError(AgentError):
     """A request to the model failed for good: an error status not worth retrying, retries used
     up, an unreadable reply, or a missing API key."""
+
+
+class ContextLengthError(ModelRequestError):
+    """The server refused the request as longer than the model's context (HTTP 400
+    ``context_length_exceeded`` or its wording): shorten the conversation and send it again."""
+
+
+_CONTEXT_WORDS = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "maximum context",
+    "prompt is too long",
+    "too many tokens",
+    "input is too long",
+)
+
+
+def _is_context_error(status: int, exc: Any, detail: str) -> bool:
+    if status not in (400, 413, 422):
+        return False
+    body = getattr(exc, "body", None)
+    code = ""
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            code = str(inner.get("code") or "")
+    text = f"{code} {detail}".lower()
+    return any(word in text for word in _CONTEXT_WORDS)
 
 
 class ModelDeadlineError(ModelRequestError):
@@ -212,10 +245,20 @@ class ChatClient:
             except openai.APITimeoutError:
                 problem = f"no answer within {timeout:.3g} s"
             except openai.APIConnectionError as exc:
+                unreachable = _unreachable(exc)
+                if unreachable is not None:
+                    raise ModelRequestError(
+                        f"cannot reach the model server at {self.base_url}: {unreachable} "
+                        "(is it running? check base_url)"
+                    ) from None
                 problem = f"connection failed: {self.scrub(str(exc))}"
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 detail = self.scrub(_error_detail(exc))
+                if _is_context_error(status, exc, detail):
+                    raise ContextLengthError(
+                        f"the model server ({self.base_url}) answered HTTP {status}: {detail}"
+                    ) from None
                 if not (status in (408, 409, 429) or status >= 500):
                     raise ModelRequestError(
                         f"the model server ({self.base_url}) answered HTTP {status}: {detail}"
@@ -256,6 +299,24 @@ class ChatClient:
                 on_retry({"attempt": attempt, "error": problem, "wait": round(wait, 3)})
             if wait > 0:
                 self._sleep(wait)
+
+
+def _unreachable(exc: BaseException) -> str | None:
+    """``"connection refused"`` (or the name-resolution error) when ``exc`` was caused by a
+    server that is not there, else ``None`` (a lost or reset connection is worth a retry)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cur, socket.gaierror) and cur.errno == socket.EAI_NONAME:
+            return f"cannot resolve the host name ({cur.strerror or cur})"
+        text = str(cur)
+        if "Connection refused" in text or "[Errno 111]" in text:
+            return "connection refused"
+        cur = cur.__cause__ or cur.__context__
+    return None
 
 
 def _error_detail(exc: Any) -> str:

@@ -167,6 +167,7 @@ def format_siblings(siblings: Sequence[Mapping[str, Any]]) -> str:
             "new": "reached a new state",
             "transposition": "reached a state found before",
             "noop": "changed nothing",
+            "error": "failed with an error",
             "failed": "failed",
         }.get(str(outcome), str(outcome))
         line = f"- {sib.get('strategy', '?')}: {what}, score {_score(sib.get('score'))}"

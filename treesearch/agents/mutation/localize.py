@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from treesearch import lifecycle
 from treesearch.agents.mutation._source import SourceFile
 from treesearch.scoring import Outcome, RunStatus, TestRun, TestSpec, run_tests
 
@@ -352,7 +353,7 @@ def _run_with_coverage(
 ) -> _CoverageRun:
     from coverage import CoverageData  # imported here: only this path needs coverage.py
 
-    with tempfile.TemporaryDirectory(prefix="treesearch-fl-") as tmp:
+    with lifecycle.scratch_dir("fl") as tmp:
         folder = Path(tmp)
         (folder / f"{_PLUGIN_MODULE}.py").write_text(_PLUGIN_SOURCE, encoding="utf-8")
         data_file = folder / "coverage.data"

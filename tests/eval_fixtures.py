@@ -88,6 +88,8 @@ def eval_config(
         },
         "search": {"policy": "bfs", "seed": 0, "budget": {"expansions": 2}},
         "output": {"model_name": "calc-model"},
+        # Agent commands may write only the workspace (where isolation works) and this folder.
+        "sandbox": {"writable": [str(tmp)]},
         "eval": {
             "grade_tests": {"command": PYTEST, "timeout": 60, "env": TEST_ENV},
             **eval_section,

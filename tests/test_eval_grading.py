@@ -25,6 +25,7 @@ def _config(tmp: Path, proj: Path, steps: list[dict[str, Any]], **scoring: Any) 
         },
         "search": {"policy": "bfs", "budget": {"expansions": 2}},
         "output": {"runs_dir": str(tmp / "runs")},
+        "sandbox": {"writable": [str(tmp)]},  # the listing is written beside the workspace
     }
 
 

@@ -38,6 +38,7 @@ from treesearch.scoring.heldout import check_grade_files, grade_in_copy
 from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage, explain_stop
 from treesearch.search.controller import Controller, SearchResult, Strategy, one_line
+from treesearch.search.events import replay
 from treesearch.search.policies import make_policy
 from treesearch.store import ShadowStore, default_home
 
@@ -261,12 +262,10 @@ def _search_held(
         seed=cfg.search.seed,
         task=cfg.task,
         stop_on_perfect=cfg.search.stop_on_perfect,
-        emit=run.append,
-        transcripts=run.path / "transcripts",
+        sink=run,
         on_progress=on_progress,
         max_consecutive_errors=cfg.search.max_consecutive_errors,
         isolation=isolation,
-        on_timing=lambda rec: run.append_record("timings.jsonl", rec),
     )
     t0 = time.perf_counter()
     stop: str | None = None
@@ -426,20 +425,9 @@ def agent_errors(g: nx.DiGraph) -> dict[str, Any]:
 def load_run_graph(run_dir: Path) -> tuple[RunDir, nx.DiGraph, dict[str, Any]]:
     """A run's graph, rebuilt from its events (``graph.json`` may lag behind a crash)."""
     run = RunDir.open(Path(run_dir))
-    events = [e for e in run.events().events if e["event"] in ("root", "expansion")]
-    if not events:
+    g = replay(run.events().events).graph
+    if g is None:
         raise RunError(f"{run_dir}: the run has no root node yet (it never got going)")
-    usage = Usage()
-    from treesearch.search.controller import apply_event
-
-    g = G.new_graph(
-        events[0]["tree"],
-        commit=events[0]["commit"],
-        score=events[0]["score"],
-        tests=events[0]["tests"],
-    )
-    for ev in events[1:]:
-        apply_event(g, ev, usage)
     summary: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
         summary = json.loads((run.path / "summary.json").read_text())

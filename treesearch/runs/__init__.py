@@ -16,14 +16,18 @@ import json
 import os
 import re
 import secrets
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from treesearch.errors import RunError
+
+if TYPE_CHECKING:
+    from treesearch.scoring.results import ScoreResult
 
 __all__ = ["RunDir", "EventLog", "new_run_id", "read_events"]
 
@@ -76,7 +80,10 @@ def read_events(path: Path) -> EventLog:
 
 
 class RunDir:
-    """One run's folder. Writes are atomic (temp + rename) except the append-only event log."""
+    """One run's folder. Writes are atomic (temp + rename) except the append-only logs.
+
+    The only writer of a run directory: the search controller records through it (it is the
+    controller's ``RunSink``, see ``treesearch.types``), and so do ``app`` and the CLI."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -149,11 +156,11 @@ class RunDir:
 
     # ---- files
 
-    def write_text(self, rel: str, text: str) -> Path:
+    def write_text(self, rel: str, text: str, *, errors: str = "surrogateescape") -> Path:
         p = self.path / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_name(f".{p.name}.tmp")
-        tmp.write_text(text, encoding="utf-8", errors="surrogateescape")
+        tmp.write_text(text, encoding="utf-8", errors=errors)
         os.replace(tmp, p)
         return p
 
@@ -167,3 +174,34 @@ class RunDir:
 
     def write_jsonl(self, rel: str, records: Iterator[Mapping[str, Any]] | list[Any]) -> Path:
         return self.write_text(rel, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+
+    # ---- what the search controller records (the ``RunSink`` protocol)
+
+    def append_timing(self, record: Mapping[str, Any]) -> None:
+        """Append where one expansion's time went to ``timings.jsonl``."""
+        self.append_record("timings.jsonl", record)
+
+    def session_file(self, name: str) -> Path:
+        """``transcripts/<name>.session.jsonl``: where expansion ``name``'s session persists
+        itself. A file already there was left by an expansion that was cut short (the run is
+        being resumed): it is kept aside as ``<name>.aborted-<ns>.jsonl``."""
+        path = self.path / "transcripts" / f"{name}.session.jsonl"
+        if path.exists():
+            path.replace(path.with_name(f"{name}.aborted-{time.time_ns()}.jsonl"))
+        return path
+
+    def write_transcript(self, name: str, data: Mapping[str, Any]) -> str:
+        """Write expansion ``name``'s agent result to ``transcripts/<name>.json``; returns that
+        path relative to the run (recorded on the graph's edge)."""
+        rel = f"transcripts/{name}.json"
+        self.write_text(rel, json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+        return rel
+
+    def write_test_log(self, tree: str, result: ScoreResult) -> None:
+        """Write the test output of scored state ``tree`` to ``tests/<tree[:12]>.log``."""
+        run = result.run
+        text = (
+            f"tree {tree}\ncommand {run.command}\n{run.summary()}"
+            f"{' (cached)' if result.cached else ''}\n\n{run.output}\n"
+        )
+        self.write_text(f"tests/{tree[:12]}.log", text, errors="replace")

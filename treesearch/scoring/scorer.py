@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from treesearch import lifecycle
 from treesearch.errors import ConfigError, ScoringError
@@ -19,6 +19,7 @@ from treesearch.scoring.grading import ScoreFunction, make_score
 from treesearch.scoring.results import RunStatus, ScoreResult, TestRun
 from treesearch.scoring.runner import recheck_changed, run_tests
 from treesearch.scoring.spec import TestSpec
+from treesearch.types import SnapshotStore
 
 ScoreLike = str | Mapping[str, Any] | ScoreFunction
 """A score function, its registry name, or a ``{kind: name, ...params}`` mapping."""
@@ -225,21 +226,8 @@ def _result(
     )
 
 
-class _Snapshot(Protocol):
-    @property
-    def tree(self) -> str: ...
-
-
-class SnapshotSource(Protocol):
-    """What ``score_workspace`` needs of a snapshot store (``ShadowStore`` has it)."""
-
-    def materialize(self, ref: str, dest: str | os.PathLike[str]) -> _Snapshot:
-        """Write snapshot ``ref`` into the empty folder ``dest``; return the snapshot."""
-        ...
-
-    def capture(self, label: str | None = None, meta: dict[str, Any] | None = None) -> _Snapshot:
-        """Record the workspace; return the snapshot."""
-        ...
+SnapshotSource = SnapshotStore
+"""What ``score_workspace`` needs of a snapshot store: ``treesearch.types.SnapshotStore``."""
 
 
 def score_workspace(

@@ -1,10 +1,11 @@
 """The search controller: select -> restore -> run agent -> capture -> score -> backup.
 
-The controller takes its collaborators as arguments (a snapshot store, an agent factory, a scorer,
-a policy), so it can be driven by tests and by other front ends. Each expansion is written to the
-run's event log as one ``expansion`` event *after* it completed; ``apply_event`` turns events into
-graph updates, and is used both live and when resuming, so a resumed search rebuilds exactly the
-graph it had. The RNG of expansion ``k`` is derived from ``(seed, k)``, so a search that is killed
+The controller takes its collaborators as arguments (a ``SnapshotStore``, an agent factory, a
+``StateScorer``, a policy and a ``RunSink``: the protocols of ``treesearch.types``), so it can be
+driven by tests (``treesearch.testing``) and by other front ends. It writes no file itself: each
+expansion goes to the sink as one ``expansion`` event *after* it completed, with its transcript and
+test log; ``search.events.apply_event`` turns the event into graph updates, live and when resuming
+(``search.events.replay``), so a resumed search rebuilds exactly the graph it had. The RNG of expansion ``k`` is derived from ``(seed, k)``, so a search that is killed
 and resumed makes the same choices as one that was not.
 """
 
@@ -16,43 +17,19 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import networkx as nx
 
-from treesearch.agents import AgentContext, AgentResult, AgentStatus, run_agent
+from treesearch.agents import Agent, AgentContext, AgentResult, AgentStatus, run_agent
 from treesearch.errors import SearchError
+from treesearch.scoring.results import ScoreResult
 from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage, exhausted, remaining
+from treesearch.search.events import apply_event, replay
 from treesearch.search.policies import Choice, Policy
 from treesearch.session import TransactionalSession
-from treesearch.types import TreeHash
-
-
-class Store(Protocol):
-    workspace: Path
-    path: Path
-
-    def capture(self, label: str | None = None, meta: dict[str, Any] | None = None) -> Any: ...
-    def restore(self, ref: str) -> Any: ...
-    def resolve(self, ref: str) -> Any: ...
-    def diff(self, a: str, b: str | None = None, *, max_patch_bytes: int = ...) -> Any: ...
-    def diffs(self, pairs: Sequence[tuple[str, str]]) -> list[Any]: ...
-
-
-class ScorerLike(Protocol):
-    test_runs: int
-    cache_hits: int
-
-    def score(
-        self,
-        workspace: Any,
-        tree: str | None = None,
-        *,
-        parent: Any = None,
-        time_limit: float | None = None,
-    ) -> Any: ...
+from treesearch.types import Diff, RunSink, SnapshotStore, StateScorer, TreeHash
 
 
 @dataclass(frozen=True)
@@ -97,38 +74,8 @@ class SearchResult:
     repeated agent error behind ``max_consecutive_errors``)."""
 
 
-EventSink = Callable[[dict[str, Any]], None]
-
-
 class _OutOfTime(Exception):
     """The wall-clock budget ran out inside an expansion: it is dropped (a resume redoes it)."""
-
-
-def apply_event(g: nx.DiGraph, ev: Mapping[str, Any], usage: Usage) -> None:
-    """Apply one ``expansion`` event to the graph and the usage counters (live and on resume)."""
-    parent, strategy = ev["parent"], ev["strategy"]
-    pd = g.nodes[parent]
-    pd["tried"][strategy] = pd["tried"].get(strategy, 0) + 1
-    usage.expansions += 1
-    usage.test_runs += int(ev.get("test_runs", 0))
-    usage.cache_hits += int(ev.get("cache_hits", 0))
-    if "elapsed" in ev:
-        usage.wall_seconds = float(ev["elapsed"])
-    else:  # a log written before elapsed time was recorded: the sum of expansion times
-        usage.wall_seconds += float(ev.get("seconds", 0.0))
-    usage.tokens += int(ev.get("tokens", 0))
-    edge = dict(ev.get("edge") or {})
-    child = ev["child"]
-    node = None
-    if ev.get("node") is not None:
-        node = dict(ev["node"])
-    failed = edge.get("status") == "failed"
-    outcome = G.add_result(g, parent, child, strategy=strategy, edge=edge, node=node, failed=failed)
-    reward = ev.get("reward")
-    if reward is not None:
-        stays = outcome in ("noop", "error")
-        path = list(ev["path"]) + ([child] if not stays and child not in ev["path"] else [])
-        G.backup(g, path, float(reward))
 
 
 class Controller:
@@ -137,21 +84,19 @@ class Controller:
     def __init__(
         self,
         *,
-        store: Store,
+        store: SnapshotStore,
         strategies: Mapping[str, Strategy],
-        make_agent: Callable[[Strategy], Any],
-        scorer: ScorerLike,
+        make_agent: Callable[[Strategy], Agent],
+        scorer: StateScorer,
         policy: Policy,
         budget: Budget,
         seed: int = 0,
         task: str = "",
         stop_on_perfect: bool = True,
-        emit: EventSink | None = None,
-        transcripts: Path | None = None,
+        sink: RunSink | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
         max_consecutive_errors: int | None = 3,
         isolation: Any = None,
-        on_timing: EventSink | None = None,
     ) -> None:
         self.store = store
         self.strategies = dict(strategies)
@@ -162,8 +107,9 @@ class Controller:
         self.seed = seed
         self.task = task
         self.stop_on_perfect = stop_on_perfect
-        self.emit = emit or (lambda ev: None)
-        self.transcripts = transcripts
+        self.sink = sink
+        """Where events, timings, transcripts and test logs go (``runs.RunDir``; ``None``:
+        nowhere). The controller writes no file itself."""
         self.on_progress = on_progress
         self.max_consecutive_errors = max_consecutive_errors
         self.isolation = isolation
@@ -175,10 +121,8 @@ class Controller:
         self.graph: nx.DiGraph | None = None
         self.usage = Usage()
         self.feedback: dict[str, str] = {}
-        self.scores: dict[str, Any] = {}
+        self.scores: dict[str, ScoreResult] = {}
         self.timings: list[Timing] = []
-        self.on_timing = on_timing
-        """Gets one record per expansion: where its time went (kept out of the graph)."""
         self._clock: tuple[float, float] | None = None
         """(monotonic time, wall seconds already spent) when this process started counting."""
 
@@ -205,30 +149,15 @@ class Controller:
             "cache_hits": 1 if result.cached else 0,
             "elapsed": round(self._elapsed(), 3),
         }
-        self.emit(ev)
+        self._emit(ev)
         self._write_test_log(snap.tree, result)
         self.replay([ev])
 
     def replay(self, events: Sequence[Mapping[str, Any]]) -> None:
         """Rebuild the graph from events (``root`` first, then ``expansion`` events)."""
-        for ev in events:
-            kind = ev.get("event")
-            if kind == "root":
-                self.graph = G.new_graph(
-                    ev["tree"], commit=ev["commit"], score=ev["score"], tests=ev["tests"]
-                )
-                self.feedback[ev["tree"]] = ev.get("feedback", "")
-                self.usage.test_runs += int(ev.get("test_runs", 0))
-                self.usage.cache_hits += int(ev.get("cache_hits", 0))
-                self.usage.wall_seconds = float(ev.get("elapsed", 0.0))
-            elif kind == "expansion":
-                assert self.graph is not None, "expansion before root"
-                apply_event(self.graph, ev, self.usage)
-                if ev.get("feedback") is not None:
-                    self.feedback[ev["child"]] = ev["feedback"]
-            elif kind in ("finished", "interrupted"):  # the end of an earlier process
-                spent = float(ev.get("elapsed", 0.0))
-                self.usage.wall_seconds = max(self.usage.wall_seconds, spent)
+        self.graph = replay(
+            events, graph=self.graph, usage=self.usage, feedback=self.feedback
+        ).graph
 
     # ---------------------------------------------------------------- the loop
 
@@ -250,14 +179,14 @@ class Controller:
         self.usage.wall_seconds = self._elapsed()
         return max(self.budget.wall_seconds - self.usage.wall_seconds, 0.0)
 
-    def _score(self, tree: str | None, parent: Any) -> Any:
+    def _score(self, tree: str | None, parent: ScoreResult | None) -> ScoreResult | None:
         """Score with the test run's timeout clipped to the wall time left; ``None`` when the
         wall-clock budget ran out before or during the run."""
         left = self.time_left()
         if left is not None and left <= 0:
             return None
         result = self.scorer.score(self.store.workspace, tree=tree, parent=parent, time_limit=left)
-        spec = getattr(self.scorer, "search_spec", None)
+        spec = self.scorer.search_spec
         limited = left is not None and spec is not None and left < spec.timeout
         if limited and result.run.timed_out and not result.cached:
             return None  # cut by the budget, not by the spec's timeout: says nothing of the state
@@ -349,10 +278,7 @@ class Controller:
         timing.restore = time.perf_counter() - t
 
         base = f"{k:04d}-{_safe(strategy.name)}"
-        session_file = self.transcripts / f"{base}.session.jsonl" if self.transcripts else None
-        if session_file is not None and session_file.exists():
-            # Left by an expansion that was cut short (the run is being resumed): keep it aside.
-            session_file.replace(session_file.with_name(f"{base}.aborted-{time.time_ns()}.jsonl"))
+        session_file = self.sink.session_file(base) if self.sink is not None else None
         timeout = strategy.timeout
         left = self.time_left()
         if left is not None:
@@ -382,7 +308,7 @@ class Controller:
             attempt=choice.attempt,
             history=tuple(self._history(choice.path)),
             siblings=tuple(self._siblings(choice.node)),
-            test_spec=getattr(self.scorer, "search_spec", None),
+            test_spec=self.scorer.search_spec,
             run_tests=self._run_tests_tool(),
             # Beside the stores, not in one: a search of a fresh copy (workspace.copy) gets a new
             # store, and agent caches (model responses, fault localisation) are keyed by content.
@@ -399,9 +325,8 @@ class Controller:
         if left is not None and self.time_left() == 0:
             raise _OutOfTime  # the agent was cut at the budget: no result to record
         transcript_rel = None
-        if self.transcripts is not None:
-            transcript_rel = f"transcripts/{base}.json"
-            _write_json(self.transcripts / f"{base}.json", result.to_json())
+        if self.sink is not None:
+            transcript_rel = self.sink.write_transcript(base, result.to_json())
 
         t = time.perf_counter()
         # run_agent leaves disk, session and store agreeing on result.tree (it records changes
@@ -478,15 +403,15 @@ class Controller:
             "elapsed": round(self._elapsed(), 3),
             "tokens": edge["tokens"],
         }
-        self.emit(ev)
+        self._emit(ev)
         apply_event(g, ev, self.usage)
         self._note_error(ev)
         if feedback is not None:
             self.feedback[child] = feedback
         timing.bookkeeping += time.perf_counter() - t
         self.timings.append(timing)
-        if self.on_timing is not None:
-            self.on_timing(
+        if self.sink is not None:
+            self.sink.append_timing(
                 {
                     "k": k,
                     "strategy": strategy.name,
@@ -583,17 +508,13 @@ class Controller:
             )
         return out
 
-    def _write_test_log(self, tree: str, result: Any) -> None:
-        if self.transcripts is None:
-            return
-        folder = self.transcripts.parent / "tests"
-        folder.mkdir(exist_ok=True)
-        run = result.run
-        text = (
-            f"tree {tree}\ncommand {run.command}\n{run.summary()}"
-            f"{' (cached)' if result.cached else ''}\n\n{run.output}\n"
-        )
-        (folder / f"{tree[:12]}.log").write_text(text, encoding="utf-8", errors="replace")
+    def _emit(self, ev: dict[str, Any]) -> None:
+        if self.sink is not None:
+            self.sink.append(ev)
+
+    def _write_test_log(self, tree: str, result: ScoreResult) -> None:
+        if self.sink is not None:
+            self.sink.write_test_log(tree, result)
 
     def _run_tests_tool(self) -> Callable[[], str]:
         def run_tests() -> str:
@@ -623,7 +544,7 @@ def error_key(reason: str) -> str:
     return _NUMBER.sub("#", reason)
 
 
-def _summary(result: Any) -> dict[str, Any]:
+def _summary(result: ScoreResult) -> dict[str, Any]:
     """What the graph keeps of a test run: deterministic (no durations), small."""
     run = result.run
     totals = {k: v for k, v in sorted(dict(run.totals).items()) if v}
@@ -644,21 +565,13 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60]
 
 
-def _write_json(path: Path, data: Any) -> None:
-    import json
-
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
-    tmp.replace(path)
-
-
-def _diffstat(d: Any) -> str:
+def _diffstat(d: Diff) -> str:
     ins = sum(f.added_lines for f in d.files)
     dels = sum(f.deleted_lines for f in d.files)
     return f"{len(d.files)} files, +{ins} -{dels}"
 
 
-def _diff_size(d: Any) -> int:
+def _diff_size(d: Diff) -> int:
     """Lines changed from the root (binary files count 1): ties between best nodes go to the
     smaller change."""
     return sum(f.added_lines + f.deleted_lines + (1 if f.binary else 0) for f in d.files)

@@ -1,0 +1,165 @@
+"""Every selection policy as a pure function of a hand-built graph and a seeded RNG (no git)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import networkx as nx
+import pytest
+
+from treesearch.search import graph as G
+from treesearch.search.policies import (
+    POLICIES,
+    beam,
+    best_first,
+    bfs,
+    make_policy,
+    mcts,
+    random_policy,
+)
+
+TWO = {"a": 1, "b": 1}
+
+
+def tree(*nodes: tuple[str, str, str, float]) -> nx.DiGraph:
+    """Root ``r`` (score 0) plus ``(parent, strategy, child, score)`` expansions, in order; each
+    new child's score is backed up along its path, as the controller does."""
+    g = G.new_graph("r", commit=None, score=0.0, tests={})
+    G.backup(g, ["r"], 0.0)
+    for parent, strategy, child, score in nodes:
+        g.nodes[parent]["tried"][strategy] = g.nodes[parent]["tried"].get(strategy, 0) + 1
+        G.add_result(g, parent, child, strategy=strategy, edge={}, node={"score": score})
+        G.backup(g, G.path_to(g, child), score)
+    return g
+
+
+def pick(policy: Any, g: nx.DiGraph, strategies: dict[str, int] = TWO, **kw: Any) -> Any:
+    return policy(g, random.Random(0), strategies=strategies, **kw)
+
+
+def test_bfs_tries_every_strategy_on_the_root_before_going_deeper() -> None:
+    g = tree(("r", "a", "x", 0.9))
+    choice = pick(bfs, g)
+    assert (choice.node, choice.strategy, choice.attempt, choice.path) == ("r", "b", 0, ("r",))
+
+
+def test_bfs_takes_the_shallowest_then_earliest_found_node() -> None:
+    g = tree(("r", "a", "x", 0.1), ("r", "b", "y", 0.9))
+    assert (pick(bfs, g).node, pick(bfs, g).strategy) == ("x", "a")
+
+
+def test_bfs_returns_none_when_max_depth_leaves_nothing() -> None:
+    g = tree(("r", "a", "x", 0.1), ("r", "b", "y", 0.9))
+    assert pick(bfs, g, max_depth=1) is None
+    assert pick(bfs, g, max_depth=2) is not None
+
+
+def test_best_first_expands_the_best_scoring_node_with_something_left() -> None:
+    g = tree(("r", "a", "x", 0.1), ("r", "b", "y", 0.9))
+    choice = pick(best_first, g)
+    assert (choice.node, choice.strategy, choice.path) == ("y", "a", ("r", "y"))
+
+
+def test_best_first_breaks_score_ties_by_the_earlier_find() -> None:
+    g = tree(("r", "a", "x", 0.5), ("r", "b", "y", 0.5))
+    assert pick(best_first, g).node == "x"
+
+
+def test_beam_of_width_one_never_expands_the_weaker_sibling() -> None:
+    g = tree(("r", "a", "x", 0.2), ("r", "b", "y", 0.8))
+    seen = []
+    for child in ("y1", "y2"):
+        choice = pick(beam, g, width=1)
+        seen.append(choice.node)
+        g.nodes[choice.node]["tried"][choice.strategy] = 1
+        G.add_result(g, choice.node, child, strategy=choice.strategy, edge={}, node={"score": 0})
+    assert seen == ["y", "y"]
+    assert pick(beam, g, width=1).node in ("y1", "y2")  # the next layer, never x
+
+
+def test_beam_of_width_two_keeps_both_siblings_in_the_beam() -> None:
+    g = tree(("r", "a", "x", 0.2), ("r", "b", "y", 0.8))
+    g.nodes["y"]["tried"].update(a=1, b=1)
+    assert pick(beam, g, width=2).node == "x"
+    assert pick(beam, g, width=1) is None
+
+
+def test_random_is_the_same_for_the_same_seed_and_covers_every_untried_pair() -> None:
+    g = tree(("r", "a", "x", 0.2), ("r", "b", "y", 0.8))
+    untried = {(n, s) for n in ("x", "y") for s in TWO}
+    seen = set()
+    for seed in range(40):
+        one = random_policy(g, random.Random(seed), strategies=TWO)
+        two = random_policy(g, random.Random(seed), strategies=TWO)
+        assert one is not None and one == two
+        seen.add((one.node, one.strategy))
+    assert seen == untried
+
+
+def test_mcts_expands_the_least_tried_strategy_first() -> None:
+    g = tree()
+    assert pick(mcts, g).strategy == "a"
+    g.nodes["r"]["tried"]["a"] = 1
+    assert pick(mcts, g).strategy == "b"
+
+
+def test_mcts_with_no_exploration_descends_to_the_child_with_the_best_mean() -> None:
+    g = tree(("r", "a", "x", 0.2), ("r", "b", "y", 0.8))
+    choice = pick(mcts, g, c=0.0)
+    assert (choice.node, choice.path) == ("y", ("r", "y"))
+
+
+def test_mcts_with_much_exploration_visits_the_less_visited_child() -> None:
+    g = tree(("r", "a", "x", 0.2), ("r", "b", "y", 0.8))
+    for _ in range(5):  # y visited often, x once
+        G.backup(g, ["r", "y"], 0.8)
+    assert pick(mcts, g, c=100.0).node == "x"
+
+
+def test_mcts_progressive_widening_limits_samples_of_a_sampled_strategy() -> None:
+    g = tree()
+    sampled = {"m": 5}
+    choice = pick(mcts, g, sampled)
+    assert (choice.node, choice.strategy, choice.attempt) == ("r", "m", 0)
+    g.nodes["r"]["tried"]["m"] = 1
+    G.add_result(g, "r", "x", strategy="m", edge={}, node={"score": 0.5})
+    G.backup(g, ["r", "x"], 0.5)
+    # visits 2 at the root: ceil(1 * 2**0.5) = 2 attempts allowed, one made -> widen again
+    assert pick(mcts, g, sampled).node == "r"
+    g.nodes["r"]["tried"]["m"] = 2
+    # two attempts made, two allowed -> descend into the child instead
+    assert pick(mcts, g, sampled).node == "x"
+
+
+def test_mcts_passes_over_a_child_with_nothing_left_below_it() -> None:
+    g = tree(("r", "a", "x", 0.2), ("r", "b", "y", 0.8))
+    assert pick(mcts, g, c=0.0).node == "y"
+    g.nodes["y"]["tried"].update(a=1, b=1)  # y, UCT's pick with c=0, is exhausted
+    assert pick(mcts, g, c=0.0).node == "x"
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_every_policy_returns_none_when_everything_was_tried(name: str) -> None:
+    g = tree(("r", "a", "x", 0.2), ("r", "b", "y", 0.8))
+    for n in ("x", "y"):
+        g.nodes[n]["tried"].update(a=1, b=1)
+    assert make_policy(name)(g, random.Random(0), strategies=TWO) is None
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_every_policy_only_picks_untried_pairs_within_max_depth(name: str) -> None:
+    g = tree(("r", "a", "x", 0.2), ("x", "a", "z", 0.9))
+    for seed in range(10):
+        choice = make_policy(name)(g, random.Random(seed), strategies=TWO, max_depth=2)
+        assert choice is not None
+        assert g.nodes[choice.node]["depth"] < 2
+        assert g.nodes[choice.node]["tried"].get(choice.strategy, 0) == 0
+        assert choice.path[0] == "r" and choice.path[-1] == choice.node
+
+
+def test_make_policy_refuses_an_unknown_name_or_parameter() -> None:
+    with pytest.raises(KeyError):
+        make_policy("dfs")
+    with pytest.raises(TypeError, match="takes \\['width'\\]"):
+        make_policy("beam", c=1.0)

@@ -83,13 +83,15 @@ def test_demo_search_fixes_every_bug_and_leaves_the_bundled_project_alone(
 
 def test_demo_needs_the_mutation_agent_for_the_report_fix(demo: SearchOutcome) -> None:
     strategies = load_config(DEMO).config.strategies
-    mutation = {name for name, s in strategies.items() if s["kind"] == "mutation"}
+    mutation = {name for name, s in strategies.items() if s.kind == "mutation"}
     assert mutation, "the demo has no mutation strategy"
     rel, _, fixed = MUTATION_ONLY
     # No other strategy could have made the fix ...
     for name, s in strategies.items():
         if name not in mutation:
-            assert rel not in json.dumps(s), f"{name} edits {rel}: the mutation agent is not needed"
+            assert rel not in json.dumps(agent_config(s)), (
+                f"{name} edits {rel}: the mutation agent is not needed"
+            )
     # ... which the fixed copy holds, reached through an edge of the best path whose mutation
     # step made exactly that edit.
     assert fixed in (demo.workspace / rel).read_text()
@@ -139,11 +141,11 @@ def test_sequential_agent_applying_the_demo_strategies_in_order_does_not_fix_it(
         ctx = AgentContext(
             session=session,
             task="fix",
-            max_steps=strat.get("max_steps", loaded.config.search.steps),
+            max_steps=strat.max_steps or loaded.config.search.steps,
             test_spec=scorer.search_spec,  # as the search gives it, so the mutation agent runs
         )
         result = run_agent(build_agent(agent_config(strat)), ctx)
-        kinds.append((strat["kind"], result.status))
+        kinds.append((strat.kind, result.status))
     assert ("mutation", AgentStatus.FINISHED) in kinds  # the mutation agent made its edit too
     final = scorer.score(ws)
     assert final.score < 1.0  # one line of edits, no going back: stuck below a full pass

@@ -246,9 +246,9 @@ def _search_held(
         name: Strategy(
             name,
             agent_config(s),
-            max_steps=int(s.get("max_steps", cfg.search.steps)),
-            timeout=float(s.get("timeout", cfg.search.agent_timeout)),
-            samples=int(s.get("samples", 1)),
+            max_steps=s.max_steps if s.max_steps is not None else cfg.search.steps,
+            timeout=float(s.timeout if s.timeout is not None else cfg.search.agent_timeout),
+            samples=s.samples,
         )
         for name, s in cfg.strategies.items()
     }

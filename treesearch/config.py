@@ -11,12 +11,36 @@ import copy
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictInt,
+    StrictStr,
+    Tag,
+    ValidationError,
+    field_validator,
+)
 
+from treesearch.agents.configs import (
+    AGENT_MODELS,
+    STRATEGY_KEYS,
+    AgentConfig,
+    CommandConfig,
+    LLMAgentConfig,
+    MutationConfig,
+    Number,
+    PatchConfig,
+    PythonConfig,
+    ScriptedConfig,
+    explain,
+)
 from treesearch.errors import AgentError, ConfigError
+from treesearch.scoring.spec import TestSpecConfig
 
 MAX_SECONDS = 366 * 86400
 """Upper bound of every time limit in a config (a year): larger values are typing slips."""
@@ -24,8 +48,6 @@ MAX_COUNT = 10**9
 """Upper bound of every count in a config (steps, expansions, test runs, depth)."""
 MAX_TOKENS = 10**15
 DEFAULT_EXCLUDES = ("__pycache__/", ".pytest_cache/", "*.pyc", ".coverage", ".coverage.*")
-STRATEGY_KEYS = ("max_steps", "timeout", "samples", "description")
-"""Strategy-level keys the controller uses; the rest of a strategy's mapping configures its agent."""
 
 
 class _Loader(yaml.SafeLoader):
@@ -112,11 +134,142 @@ class OutputConfig(_Model):
 
 
 class ScoringConfig(_Model):
-    model_config = ConfigDict(extra="allow", frozen=True)
-    search_tests: dict[str, Any] = Field(default_factory=dict)
-    grade_tests: dict[str, Any] | None = None
+    """How states are scored (see ``treesearch.scoring.Scorer``)."""
+
+    search_tests: TestSpecConfig = TestSpecConfig()
+    """The tests that steer the search."""
+    grade_tests: TestSpecConfig | None = None
+    """Held-out tests that grade the final states (never seen by the search)."""
     score: Any = "pass_fraction"
+    """Score function: a name or a ``{kind: name, ...params}`` mapping (checked by
+    ``scoring.make_score`` once the file is read)."""
     grade_score: Any = None
+    """Score function of grade runs (default: ``score``)."""
+    cache_inputs: list[str] = Field(default_factory=list)
+    """Globs (relative to the workspace) of files whose content is part of the cache key."""
+
+    @field_validator("search_tests", mode="before")
+    @classmethod
+    def _default_tests(cls, value: Any) -> Any:
+        return {} if value is None else value  # `search_tests:` with nothing: the defaults
+
+    @field_validator("cache_inputs", mode="before")
+    @classmethod
+    def _inputs(cls, value: Any) -> Any:
+        from treesearch.scoring.envkey import check_cache_inputs
+
+        try:
+            return list(check_cache_inputs(value, "\0"))
+        except ConfigError as exc:
+            raise ValueError(str(exc).removeprefix("\0: ")) from None
+
+
+class StrategyKeys(BaseModel):
+    """The keys of a strategy that the controller uses (the others configure its agent)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_steps: StrictInt | None = Field(None, ge=1, le=MAX_COUNT)
+    """Agent steps per expansion (default: ``search.steps``)."""
+    timeout: Number | None = Field(None, gt=0, le=MAX_SECONDS)
+    """Wall seconds per agent run (default: ``search.agent_timeout``)."""
+    samples: StrictInt = Field(1, ge=1, le=MAX_COUNT)
+    """How often it may be applied to one node (> 1: a sampled strategy)."""
+    description: StrictStr | None = None
+    """Free text for people reading the config."""
+
+
+class CustomStrategy(StrategyKeys):
+    """A strategy of a kind registered without a config model: its fields go to the agent's
+    factory as they are (the factory checks them)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    kind: str
+    shadowed: ClassVar[frozenset[str]] = frozenset(STRATEGY_KEYS)
+
+    def agent_config(self) -> dict[str, Any]:
+        """The agent's part with its ``kind``."""
+        return {"kind": self.kind, **(self.model_extra or {})}
+
+
+# A strategy of a built-in kind: the agent's model plus the strategy keys, which win over an agent
+# field of the same name (the command agent's own ``timeout`` is not settable from a strategy).
+
+
+class ScriptedStrategy(StrategyKeys, ScriptedConfig):
+    """A ``scripted`` strategy."""
+
+    shadowed: ClassVar[frozenset[str]] = frozenset(STRATEGY_KEYS)
+
+
+class PatchStrategy(StrategyKeys, PatchConfig):
+    """A ``patch`` strategy."""
+
+    shadowed: ClassVar[frozenset[str]] = frozenset(STRATEGY_KEYS)
+
+
+class CommandStrategy(StrategyKeys, CommandConfig):
+    """A ``command`` strategy."""
+
+    shadowed: ClassVar[frozenset[str]] = frozenset(STRATEGY_KEYS)
+
+
+class PythonStrategy(StrategyKeys, PythonConfig):
+    """A ``python`` strategy."""
+
+    shadowed: ClassVar[frozenset[str]] = frozenset(STRATEGY_KEYS)
+
+
+class LLMStrategy(StrategyKeys, LLMAgentConfig):
+    """A ``llm`` strategy."""
+
+    shadowed: ClassVar[frozenset[str]] = frozenset(STRATEGY_KEYS)
+
+
+class MutationStrategy(StrategyKeys, MutationConfig):
+    """A ``mutation`` strategy."""
+
+    shadowed: ClassVar[frozenset[str]] = frozenset(STRATEGY_KEYS)
+
+
+STRATEGY_MODELS: dict[str, type[AgentConfig]] = {
+    "command": CommandStrategy,
+    "llm": LLMStrategy,
+    "mutation": MutationStrategy,
+    "patch": PatchStrategy,
+    "python": PythonStrategy,
+    "scripted": ScriptedStrategy,
+}
+"""The built-in kinds' strategy models (agent fields plus ``STRATEGY_KEYS``)."""
+
+
+def _strategy_tag(value: Any) -> str | None:
+    """The union member a strategy validates as: its built-in kind, ``custom`` for another
+    registered kind, ``None`` (an error listing the kinds) for an unknown one."""
+    from treesearch.agents import agent_model, known_kinds
+
+    kind = value.get("kind") if isinstance(value, Mapping) else getattr(value, "kind", None)
+    if not isinstance(kind, str) or kind not in known_kinds():
+        return None
+    if kind in AGENT_MODELS and agent_model(kind) is AGENT_MODELS[kind]:
+        return kind
+    return "custom"
+
+
+StrategyConfig = Annotated[
+    Union[  # noqa: UP007 - a Union of Annotated members reads better than a long | chain
+        Annotated[CommandStrategy, Tag("command")],
+        Annotated[LLMStrategy, Tag("llm")],
+        Annotated[MutationStrategy, Tag("mutation")],
+        Annotated[PatchStrategy, Tag("patch")],
+        Annotated[PythonStrategy, Tag("python")],
+        Annotated[ScriptedStrategy, Tag("scripted")],
+        Annotated[CustomStrategy, Tag("custom")],
+    ],
+    Discriminator(_strategy_tag),
+]
+"""One strategy: a discriminated union on ``kind``."""
 
 
 class Config(_Model):
@@ -125,7 +278,7 @@ class Config(_Model):
     workspace: WorkspaceConfig
     store: StoreConfig = StoreConfig()
     task: str = "Make the failing tests pass."
-    strategies: dict[str, dict[str, Any]]
+    strategies: dict[str, StrategyConfig]
     scoring: ScoringConfig = ScoringConfig()
     search: SearchConfig = SearchConfig()
     sandbox: SandboxConfig = SandboxConfig()
@@ -133,7 +286,7 @@ class Config(_Model):
 
     @field_validator("strategies")
     @classmethod
-    def _non_empty(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    def _non_empty(cls, v: dict[str, Any]) -> dict[str, Any]:
         if not v:
             raise ValueError("at least one strategy is needed")
         return v
@@ -286,40 +439,90 @@ def origin(loc: Sequence[Any], source: str, overrides: Sequence[str]) -> str:
 
 
 def _format(exc: ValidationError, blame: Any) -> str:
-    msgs = []
-    for err in exc.errors()[:5]:
-        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
-        msg = err["msg"]
-        ctx = err.get("ctx") or {}
-        got = _shown(err.get("input"))
-        if err["type"] in ("model_type", "model_attributes_type", "dict_type"):
-            keys = _allowed_keys(err["loc"])
-            msg = f"must be a mapping, got {got}" + (
-                f" (keys: {', '.join(keys)}; e.g. -c {loc}.{keys[0]}=...)" if keys else ""
-            )
-        elif err["type"] == "finite_number":
-            msg = "must be a finite number (leave the key out for no limit)"
-        elif err["type"] in ("less_than_equal", "less_than"):
-            bound = ctx.get("le", ctx.get("lt"))
-            msg = f"must be at most {bound}, got {got}"
-        elif err["type"] in ("greater_than", "greater_than_equal"):
-            word = "more than" if err["type"] == "greater_than" else "at least"
-            msg = f"must be {word} {ctx.get('gt', ctx.get('ge'))}, got {got}"
-        elif err["type"].endswith(("_type", "_parsing")):
-            msg = f"{msg[0].lower()}{msg[1:]}, got {got}"
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-            parent = err["loc"][:-1]
-            allowed = _allowed_keys(parent)
-            if allowed:
-                msg += f" (allowed: {', '.join(allowed)})"
-        elif err["type"] == "literal_error":
-            msg = f"must be {msg.removeprefix('Input should be ')}, got {got}"
-        elif err["type"] == "missing":
-            msg = "missing (required)"
-        msgs.append(f"{blame(err['loc'])}: {loc}: {msg}")
+    msgs = [_one_error(err, blame) for err in exc.errors()[:5]]
     more = len(exc.errors()) - 5
     return "; ".join(msgs) + (f"; and {more} more" if more > 0 else "")
+
+
+def _one_error(err: Any, blame: Any) -> str:
+    """``<file or -c override>: <key path>: <what is wrong>`` for one pydantic error."""
+    err = dict(err)
+    if err["type"] == "union_tag_not_found":
+        return _kind_error(err, blame)
+    model = _untag(err)
+    loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+    msg = _field_message(err, model) or _message(err, model)
+    return f"{blame(err['loc'])}: {loc}: {msg}"
+
+
+def _field_message(err: dict[str, Any], model: type[BaseModel] | None) -> str | None:
+    """A strategy's agent field with a description: ``must be <description>, got ...``."""
+    loc = tuple(err["loc"])
+    if model is None or len(loc) != 3 or err["type"] in ("extra_forbidden", "missing"):
+        return None
+    field = model.model_fields.get(str(loc[2]))
+    if field is None or not field.description:
+        return None
+    return explain({**err, "loc": loc[2:]}, model)
+
+
+def _untag(err: dict[str, Any]) -> type[BaseModel] | None:
+    """Drop the union tag pydantic puts in a strategy error's location
+    (``strategies.<name>.<kind>.<field>``); the strategy's model, if it was one."""
+    loc = tuple(err["loc"])
+    if len(loc) < 3 or loc[0] != "strategies":
+        return None
+    err["loc"] = loc[:2] + loc[3:]
+    return STRATEGY_MODELS.get(str(loc[2]), CustomStrategy)
+
+
+def _kind_error(err: dict[str, Any], blame: Any) -> str:
+    from treesearch.agents import known_kinds
+
+    where = ".".join(str(x) for x in err["loc"])
+    kinds = ", ".join(known_kinds())
+    value = err.get("input")
+    if not isinstance(value, Mapping):
+        return f"{blame(err['loc'])}: {where}: must be a mapping with a 'kind' (one of {kinds})"
+    at = f"{blame([*err['loc'], 'kind'])}: {where}.kind"
+    if "kind" not in value:
+        return f"{at}: missing (required: one of {kinds})"
+    return f"{at}: unknown agent kind {value['kind']!r} (known kinds: {kinds})"
+
+
+def _message(err: dict[str, Any], model: type[BaseModel] | None) -> str:
+    """What is wrong with a value, in the config's words (``model``: of a strategy)."""
+    kind, msg, ctx = err["type"], err["msg"], err.get("ctx") or {}
+    got = _shown(err.get("input"))
+    loc = ".".join(str(x) for x in err["loc"])
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        keys = _allowed_keys(err["loc"])
+        example = f" (keys: {', '.join(keys)}; e.g. -c {loc}.{keys[0]}=...)" if keys else ""
+        return f"must be a mapping, got {got}{example}"
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(err["loc"][:-1], model)
+        return "unknown key" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+    if kind in _MESSAGES:
+        return _MESSAGES[kind](msg, ctx, got)
+    if kind.endswith(("_type", "_parsing")):
+        return f"{msg[0].lower()}{msg[1:]}, got {got}"
+    return msg.removeprefix("Value error, ")
+
+
+_MESSAGES: dict[str, Any] = {
+    "finite_number": lambda msg, ctx, got: (
+        "must be a finite number (leave the key out for no limit)"
+    ),
+    "less_than_equal": lambda msg, ctx, got: f"must be at most {ctx.get('le')}, got {got}",
+    "less_than": lambda msg, ctx, got: f"must be at most {ctx.get('lt')}, got {got}",
+    "greater_than": lambda msg, ctx, got: f"must be more than {ctx.get('gt')}, got {got}",
+    "greater_than_equal": lambda msg, ctx, got: f"must be at least {ctx.get('ge')}, got {got}",
+    "literal_error": lambda msg, ctx, got: (
+        f"must be {msg.removeprefix('Input should be ')}, got {got}"
+    ),
+    "missing": lambda msg, ctx, got: "missing (required)",
+}
+"""Pydantic error types whose message the config words its own way."""
 
 
 def _shown(value: Any) -> str:
@@ -327,55 +530,44 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _allowed_keys(loc: Sequence[Any]) -> list[str]:
-    model: Any = Config
+def _allowed_keys(loc: Sequence[Any], model: Any = None) -> list[str]:
+    """The keys allowed at key path ``loc`` (``model``: a strategy's, for a path inside it)."""
+    if model is not None and len(loc) == 2 and loc[0] == "strategies":
+        return [f.alias or n for n, f in model.model_fields.items()]
+    model = Config
     for part in loc:
         field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
         if field is None:
             return []
-        model = field.annotation
+        model = next(
+            (
+                a
+                for a in (field.annotation, *getattr(field.annotation, "__args__", ()))
+                if hasattr(a, "model_fields")
+            ),
+            None,
+        )
     if not hasattr(model, "model_fields"):
         return []
     return [f.alias or name for name, f in model.model_fields.items()]
 
 
-def _check_strategy(name: str, strat: Mapping[str, Any], source: str) -> None:
-    from treesearch.agents import build_agent, known_kinds
+def _check_strategy(name: str, strat: Any, source: str) -> None:
+    """Build the strategy's agent once: what its constructor checks beyond the model (e.g. a
+    package it needs) is said now, not in the middle of a search."""
+    from treesearch.agents import build_agent
 
-    where = f"{source}: strategies.{name}"
-    if not isinstance(strat, Mapping):
-        raise ConfigError(
-            f"{where}: must be a mapping with a 'kind' (one of {', '.join(known_kinds())})"
-        )
-    kind = strat.get("kind")
-    if kind not in known_kinds():
-        raise ConfigError(
-            f"{where}.kind: unknown agent kind {kind!r} (known kinds: {', '.join(known_kinds())})"
-        )
-    for key, kind_of, check, what in (
-        ("max_steps", int, lambda v: 1 <= v <= MAX_COUNT, f"a whole number from 1 to {MAX_COUNT}"),
-        ("samples", int, lambda v: 1 <= v <= MAX_COUNT, f"a whole number from 1 to {MAX_COUNT}"),
-        (
-            "timeout",
-            (int, float),
-            lambda v: 0 < v <= MAX_SECONDS,
-            f"seconds, > 0 and <= {MAX_SECONDS}",
-        ),
-    ):
-        if key in strat and (
-            not isinstance(strat[key], kind_of)
-            or isinstance(strat[key], bool)
-            or not check(strat[key])
-        ):
-            raise ConfigError(f"{where}.{key}: must be {what}, got {_shown(strat[key])}")
     try:
-        build_agent(agent_config(strat))
+        build_agent(strat if isinstance(strat, AgentConfig) else agent_config(strat))
     except AgentError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise ConfigError(f"{source}: strategies.{name}: {exc}") from None
 
 
-def agent_config(strat: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a strategy mapping that configures its agent."""
+def agent_config(strat: Any) -> dict[str, Any]:
+    """The part of a strategy (a validated model or a mapping) that configures its agent, with
+    its ``kind``: ``build_agent`` reads it."""
+    if isinstance(strat, (AgentConfig, CustomStrategy)):
+        return strat.agent_config()
     return {k: v for k, v in strat.items() if k not in STRATEGY_KEYS}
 
 

@@ -448,41 +448,9 @@ def reap(
         root = temp_root(base, create=False)
     except OSError:
         return report
-    procs = root / "procs"
     with contextlib.suppress(FileNotFoundError):
-        for record in sorted(procs.iterdir()):
-            m = _RECORD.match(record.name)
-            if not m:
-                continue
-            owner = Owner(int(m["pid"]), int(m["start"]), m["boot"], m["ns"])
-            if owner_alive(owner):
-                continue
-            if record.name.startswith("."):  # a registry update cut short by the kill
-                if not dry_run:
-                    with contextlib.suppress(FileNotFoundError):
-                        record.unlink()
-                continue
-            try:
-                groups = json.loads(record.read_text(encoding="ascii"))["groups"]
-            except (OSError, ValueError, KeyError):
-                groups = []
-            skipped = False
-            for pgid, start in groups:
-                if only_groups is not None and int(pgid) not in only_groups:
-                    skipped = True
-                    continue
-                if not _ours(int(pgid), int(start)):
-                    continue
-                members = _group_members(int(pgid))
-                if not members:
-                    continue
-                report.groups.append({"pgid": pgid, "pids": members, "owner": owner.token})
-                if not dry_run:
-                    with contextlib.suppress(OSError):
-                        os.killpg(int(pgid), signal.SIGKILL)
-            if not dry_run and not skipped:
-                with contextlib.suppress(FileNotFoundError):
-                    record.unlink()
+        for record in sorted((root / "procs").iterdir()):
+            _reap_record(record, report, dry_run=dry_run, only_groups=only_groups)
     for entry in sorted(root.iterdir()):
         m = _SCRATCH.match(entry.name)
         if not m or not entry.is_dir() or entry.is_symlink():
@@ -495,3 +463,42 @@ def reap(
         if not dry_run:
             remove_tree(entry)
     return report
+
+
+def _reap_record(
+    record: Path, report: ReapReport, *, dry_run: bool, only_groups: set[int] | None
+) -> None:
+    """End the process groups of one registry record of a dead process, then drop the record
+    (kept when ``only_groups`` left some of its groups alone)."""
+    m = _RECORD.match(record.name)
+    if not m:
+        return
+    owner = Owner(int(m["pid"]), int(m["start"]), m["boot"], m["ns"])
+    if owner_alive(owner):
+        return
+    if record.name.startswith("."):  # a registry update cut short by the kill
+        if not dry_run:
+            with contextlib.suppress(FileNotFoundError):
+                record.unlink()
+        return
+    try:
+        groups = json.loads(record.read_text(encoding="ascii"))["groups"]
+    except (OSError, ValueError, KeyError):
+        groups = []
+    skipped = False
+    for pgid, start in groups:
+        if only_groups is not None and int(pgid) not in only_groups:
+            skipped = True
+            continue
+        if not _ours(int(pgid), int(start)):
+            continue
+        members = _group_members(int(pgid))
+        if not members:
+            continue
+        report.groups.append({"pgid": pgid, "pids": members, "owner": owner.token})
+        if not dry_run:
+            with contextlib.suppress(OSError):
+                os.killpg(int(pgid), signal.SIGKILL)
+    if not dry_run and not skipped:
+        with contextlib.suppress(FileNotFoundError):
+            record.unlink()

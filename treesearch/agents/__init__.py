@@ -6,7 +6,9 @@ the test feedback so far, ``max_steps``, a ``timeout``, a seeded RNG) and ``run(
 recorded, restorable state.
 
 Agents are built from config dicts (``build_agent({"kind": "scripted", "steps": [...]})``); the
-registry maps each ``kind`` to a factory or a dotted path (``register_agent``). Built-ins:
+registry maps each ``kind`` to a config model (a pydantic ``AgentConfig`` that validates the
+fields, ``treesearch.agents.configs``) and a factory that takes the model's ``agent_kwargs()``
+as keyword arguments (``register_agent``). Built-ins:
 
 - ``scripted``: a fixed list of shell commands, file writes and replacements (deterministic; the
   test double of the project and a real agent);
@@ -36,7 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from pydantic import ValidationError
+
 from treesearch import sandbox
+from treesearch.agents.configs import AGENT_MODELS, AgentConfig, agent_error
 from treesearch.errors import AgentError, SessionError
 from treesearch.session import SessionDeadlineError, TransactionalSession
 from treesearch.types import TreeHash
@@ -44,10 +49,12 @@ from treesearch.types import TreeHash
 __all__ = [
     "Agent",
     "AgentContext",
+    "AgentConfig",
     "AgentCost",
     "AgentFactory",
     "AgentResult",
     "AgentStatus",
+    "agent_model",
     "build_agent",
     "check_fields",
     "known_kinds",
@@ -177,8 +184,9 @@ class Agent(Protocol):
         ...
 
 
-AgentFactory = Callable[[Mapping[str, Any]], Agent]
-"""Builds an agent from its config (the dict without ``kind``)."""
+AgentFactory = Callable[..., Agent]
+"""Builds an agent: from a config model's ``agent_kwargs()`` as keyword arguments, or (a kind
+registered without a model) from its config mapping without ``kind``."""
 
 _BUILTINS: dict[str, str] = {
     "command": "treesearch.agents.command:CommandAgent",
@@ -188,7 +196,18 @@ _BUILTINS: dict[str, str] = {
     "python": "treesearch.agents.python:PythonAgent",
     "scripted": "treesearch.agents.scripted:ScriptedAgent",
 }
-_registry: dict[str, str | AgentFactory] = dict(_BUILTINS)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    factory: str | AgentFactory
+    """A callable or a dotted path to one."""
+    model: type[AgentConfig] | None = None
+    """The config model whose ``agent_kwargs()`` the factory takes; ``None``: the factory takes
+    the mapping (or, for a class, its ``from_config`` classmethod does)."""
+
+
+_registry: dict[str, _Entry] = {k: _Entry(v, AGENT_MODELS[k]) for k, v in _BUILTINS.items()}
 _registry_lock = threading.Lock()
 
 
@@ -212,9 +231,17 @@ def resolve_dotted(path: str) -> Any:
     return obj
 
 
-def register_agent(kind: str, factory: str | AgentFactory, *, replace: bool = False) -> None:
-    """Make ``kind`` buildable. ``factory``: a callable taking the config (without ``kind``) or
-    a dotted path to one, or to a class with a ``from_config(config)`` classmethod.
+def register_agent(
+    kind: str,
+    factory: str | AgentFactory,
+    *,
+    model: type[AgentConfig] | None = None,
+    replace: bool = False,
+) -> None:
+    """Make ``kind`` buildable. With a ``model`` (an ``AgentConfig`` subclass), a config is
+    validated by it and ``factory`` (a callable or a dotted path to one) gets its
+    ``agent_kwargs()`` as keyword arguments; without one, ``factory`` gets the config mapping
+    (without ``kind``), or is a class whose ``from_config(config)`` classmethod does.
 
     Registering an existing kind again raises ``AgentError`` unless ``replace``.
     """
@@ -222,10 +249,13 @@ def register_agent(kind: str, factory: str | AgentFactory, *, replace: bool = Fa
         raise AgentError("register_agent: kind must be a non-empty string")
     if not (isinstance(factory, str) or callable(factory)):
         raise AgentError("register_agent: factory must be a callable or a dotted path string")
+    if model is not None and not (isinstance(model, type) and issubclass(model, AgentConfig)):
+        raise AgentError("register_agent: model must be a subclass of AgentConfig")
+    entry = _Entry(factory, model)
     with _registry_lock:
-        if kind in _registry and not replace and _registry[kind] != factory:
+        if kind in _registry and not replace and _registry[kind] != entry:
             raise AgentError(f"agent kind {kind!r} is already registered (pass replace=True)")
-        _registry[kind] = factory
+        _registry[kind] = entry
 
 
 def known_kinds() -> list[str]:
@@ -234,25 +264,59 @@ def known_kinds() -> list[str]:
         return sorted(_registry)
 
 
-def build_agent(config: Mapping[str, Any]) -> Agent:
-    """Build an agent from ``{"kind": ..., <fields>}``.
+def agent_model(kind: str) -> type[AgentConfig] | None:
+    """The config model registered for ``kind`` (``None``: unknown, or registered without)."""
+    with _registry_lock:
+        entry = _registry.get(kind)
+    return entry.model if entry is not None else None
 
-    Raises ``AgentError`` for an unknown kind (listing the known ones) and for bad fields (naming
-    the field and what it allows).
-    """
-    if not isinstance(config, Mapping):
-        raise AgentError(f"an agent config must be a mapping, got {type(config).__name__}")
-    kind = config.get("kind")
+
+def _entry(kind: Any) -> _Entry:
     with _registry_lock:
         entry = _registry.get(kind) if isinstance(kind, str) else None
         known = sorted(_registry)
     if entry is None:
         raise AgentError(f"unknown agent kind {kind!r}; known kinds: {', '.join(known)}")
-    factory: Any = resolve_dotted(entry) if isinstance(entry, str) else entry
+    return entry
+
+
+def build_agent(config: Mapping[str, Any] | AgentConfig) -> Agent:
+    """Build an agent from ``{"kind": ..., <fields>}`` or from a validated config model.
+
+    Raises ``AgentError`` for an unknown kind (listing the known ones) and for bad fields (naming
+    the field and what it allows).
+    """
+    if isinstance(config, AgentConfig):
+        return _make(config.kind, _entry(config.kind), config.agent_kwargs())
+    if not isinstance(config, Mapping):
+        raise AgentError(f"an agent config must be a mapping, got {type(config).__name__}")
+    kind = config.get("kind")
+    entry = _entry(kind)
     fields_ = {k: v for k, v in config.items() if k != "kind"}
-    build = getattr(factory, "from_config", factory)
+    if entry.model is None:
+        return _make(str(kind), entry, None, fields_)
     try:
-        agent = build(fields_)
+        validated = entry.model.model_validate({**fields_, "kind": kind})
+    except ValidationError as exc:
+        raise agent_error(str(kind), exc, entry.model) from None
+    return _make(str(kind), entry, validated.agent_kwargs())
+
+
+def _make(
+    kind: str,
+    entry: _Entry,
+    kwargs: dict[str, Any] | None,
+    mapping: Mapping[str, Any] | None = None,
+) -> Agent:
+    """Call the factory: with ``kwargs`` (a model's) or, without a model, with ``mapping``."""
+    factory: Any = (
+        resolve_dotted(entry.factory) if isinstance(entry.factory, str) else entry.factory
+    )
+    try:
+        if kwargs is not None:
+            agent = factory(**kwargs)
+        else:
+            agent = getattr(factory, "from_config", factory)(mapping)
     except AgentError:
         raise
     except (TypeError, ValueError) as exc:

@@ -23,9 +23,9 @@ from treesearch.agents import (
     AgentCost,
     AgentResult,
     AgentStatus,
-    check_fields,
 )
-from treesearch.errors import AgentError, SandboxError, SessionError
+from treesearch.agents.configs import CommandConfig, agent_kwargs
+from treesearch.errors import AgentError, SessionError
 from treesearch.session import SessionDeadlineError, ToolCall, ToolEnv, ToolOutcome
 
 __all__ = ["CommandAgent"]
@@ -73,58 +73,9 @@ class CommandAgent:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> CommandAgent:
-        """Build from ``{"command": [...], "stdin": false, "env": {}, "timeout": s,
-        "limits": {"cpu_seconds": ..., "memory_bytes": ..., "file_size_bytes": ...,
-        "open_files": ...}, "tail_chars": 4000}``."""
-        check_fields(
-            "command",
-            config,
-            {
-                "command": "an argv list of strings or a shell command string "
-                "({task}, {feedback}, {workspace}, {max_steps} are replaced)",
-                "stdin": "true to feed the task text on standard input (default false)",
-                "env": "a mapping of extra environment variables (strings)",
-                "timeout": "seconds > 0",
-                "limits": "a mapping with cpu_seconds, memory_bytes, file_size_bytes, open_files",
-                "tail_chars": "an integer > 0",
-            },
-        )
-        if "command" not in config:
-            raise AgentError("command agent: field 'command' is required (argv list or string)")
-        command = config["command"]
-        if not isinstance(command, (str, list)):
-            raise AgentError("command agent: field 'command' must be a list of strings or a string")
-        stdin = config.get("stdin", False)
-        if not isinstance(stdin, bool):
-            raise AgentError("command agent: field 'stdin' must be true or false")
-        env = config.get("env", {})
-        if not isinstance(env, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) and k and "=" not in k for k, v in env.items()
-        ):
-            raise AgentError("command agent: field 'env' must map variable names to strings")
-        timeout = config.get("timeout")
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
-        ):
-            raise AgentError(f"command agent: field 'timeout' must be seconds > 0, got {timeout!r}")
-        limits = None
-        if config.get("limits") is not None:
-            raw = config["limits"]
-            if not isinstance(raw, Mapping):
-                raise AgentError("command agent: field 'limits' must be a mapping")
-            try:
-                limits = sandbox.Limits(**raw)
-            except TypeError as exc:
-                raise AgentError(
-                    "command agent: field 'limits' allows cpu_seconds, memory_bytes, "
-                    f"file_size_bytes, open_files ({exc})"
-                ) from exc
-            except SandboxError as exc:
-                raise AgentError(f"command agent: field 'limits': {exc}") from exc
-        tail = config.get("tail_chars", 4000)
-        if not isinstance(tail, int) or isinstance(tail, bool) or tail <= 0:
-            raise AgentError("command agent: field 'tail_chars' must be an integer > 0")
-        return cls(command, stdin=stdin, env=env, timeout=timeout, limits=limits, tail_chars=tail)
+        """Build from a config mapping, checked by ``CommandConfig`` (``AgentError`` names a bad
+        field)."""
+        return cls(**agent_kwargs(CommandConfig, config))
 
     def argv(self, ctx: AgentContext) -> str | list[str]:
         """The command with its placeholders replaced for ``ctx``."""

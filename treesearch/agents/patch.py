@@ -27,8 +27,8 @@ from treesearch.agents import (
     AgentCost,
     AgentResult,
     AgentStatus,
-    check_fields,
 )
+from treesearch.agents.configs import PatchConfig, agent_kwargs
 from treesearch.errors import AgentError, PathEscapeError, ToolError
 from treesearch.session import ToolCall, ToolEnv, ToolOutcome
 
@@ -492,72 +492,92 @@ def _find(lines: list[str], old: list[str], expected: int, floor: int) -> int | 
     return None
 
 
+class _Rejected(Exception):
+    """One file patch refused; the message says why."""
+
+
 def _plan(workspace: Path, patches: Sequence[FilePatch]) -> list[_Planned]:
     rejected: list[RejectedHunk] = []
     plans: list[_Planned] = []
     # Later file patches of the same path see the content planned by earlier ones.
     pending: dict[Path, str | None] = {}
     for fp in patches:
-        name = fp.path
-        if fp.binary:
-            rejected.append(RejectedHunk(name, "binary patches are not supported"))
-            continue
-        if 0o120000 in (fp.old_mode, fp.new_mode):
-            rejected.append(RejectedHunk(name, "symlink patches are not supported"))
-            continue
         try:
-            source = _guard(workspace, fp.old_path) if fp.old_path is not None else None
-            target = _guard(workspace, fp.new_path) if fp.new_path is not None else None
-        except PathEscapeError as exc:
-            rejected.append(RejectedHunk(name, f"path refused: {exc}"))
+            planned = _plan_file(workspace, fp, pending, rejected)
+        except _Rejected as exc:
+            rejected.append(RejectedHunk(fp.path, str(exc)))
             continue
-
-        def current(p: Path) -> str | None:
-            if p in pending:
-                return pending[p]
-            if p.is_symlink() or (p.exists() and not p.is_file()):
-                raise ToolError(f"{p.relative_to(workspace)} is not a regular file")
-            return _read(p) if p.exists() else None
-
-        try:
-            old_text = current(source) if source is not None else None
-            existing_target = current(target) if target is not None and target != source else None
-        except (ToolError, OSError) as exc:
-            rejected.append(RejectedHunk(name, str(exc)))
-            continue
-        if source is None:
-            if existing_target is not None:
-                rejected.append(RejectedHunk(name, "the patch creates it but it already exists"))
-                continue
-            old_text = ""
-        elif old_text is None:
-            rejected.append(RejectedHunk(name, "the file does not exist"))
-            continue
-        elif target is not None and target != source and existing_target is not None:
-            rejected.append(RejectedHunk(name, "the rename target already exists"))
-            continue
-        before = len(rejected)
-        content, offsets = _apply_hunks(name, old_text, fp.hunks, rejected)
-        if len(rejected) > before:
-            continue
-        if target is None and content:
-            rejected.append(
-                RejectedHunk(name, "the patch deletes it but the file has other content")
-            )
-            continue
-        mode = None
-        if fp.new_mode is not None and fp.new_mode != fp.old_mode:
-            mode = 0o755 if fp.new_mode & 0o100 else 0o644
-        if source is not None:
-            pending[source] = None
-        if target is not None:
-            pending[target] = content
-        plans.append(_Planned(fp, source, target, content, mode, offsets))
+        if planned is not None:
+            plans.append(planned)
     if rejected:
         raise PatchError(
             f"the patch does not apply ({len(rejected)} rejected); no file was changed", rejected
         )
     return plans
+
+
+def _old_text(
+    workspace: Path, source: Path | None, target: Path | None, pending: dict[Path, str | None]
+) -> str:
+    """The text a file patch applies to ("" for a new file); ``_Rejected`` when the files on
+    disk (or as planned by earlier file patches) do not fit the patch."""
+
+    def current(p: Path) -> str | None:
+        if p in pending:
+            return pending[p]
+        if p.is_symlink() or (p.exists() and not p.is_file()):
+            raise ToolError(f"{p.relative_to(workspace)} is not a regular file")
+        return _read(p) if p.exists() else None
+
+    try:
+        old_text = current(source) if source is not None else None
+        existing_target = current(target) if target is not None and target != source else None
+    except (ToolError, OSError) as exc:
+        raise _Rejected(str(exc)) from None
+    if source is None:
+        if existing_target is not None:
+            raise _Rejected("the patch creates it but it already exists")
+        return ""
+    if old_text is None:
+        raise _Rejected("the file does not exist")
+    if target is not None and target != source and existing_target is not None:
+        raise _Rejected("the rename target already exists")
+    return old_text
+
+
+def _plan_file(
+    workspace: Path,
+    fp: FilePatch,
+    pending: dict[Path, str | None],
+    rejected: list[RejectedHunk],
+) -> _Planned | None:
+    """Plan one file patch: ``_Rejected`` for the file, ``None`` when hunks were rejected (they
+    are added to ``rejected``)."""
+    if fp.binary:
+        raise _Rejected("binary patches are not supported")
+    if 0o120000 in (fp.old_mode, fp.new_mode):
+        raise _Rejected("symlink patches are not supported")
+    try:
+        source = _guard(workspace, fp.old_path) if fp.old_path is not None else None
+        target = _guard(workspace, fp.new_path) if fp.new_path is not None else None
+    except PathEscapeError as exc:
+        raise _Rejected(f"path refused: {exc}") from None
+
+    old_text = _old_text(workspace, source, target, pending)
+    before = len(rejected)
+    content, offsets = _apply_hunks(fp.path, old_text, fp.hunks, rejected)
+    if len(rejected) > before:
+        return None
+    if target is None and content:
+        raise _Rejected("the patch deletes it but the file has other content")
+    mode = None
+    if fp.new_mode is not None and fp.new_mode != fp.old_mode:
+        mode = 0o755 if fp.new_mode & 0o100 else 0o644
+    if source is not None:
+        pending[source] = None
+    if target is not None:
+        pending[target] = content
+    return _Planned(fp, source, target, content, mode, offsets)
 
 
 def _rel(path: Path, workspace: Path) -> str:
@@ -638,35 +658,9 @@ class PatchAgent:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> PatchAgent:
-        """Build from ``{"patches": [...], "strip": 1, "base_dir": "..."}`` (``patch``: one)."""
-        check_fields(
-            "patch",
-            config,
-            {
-                "patches": "a list of unified diffs (inline text or file paths)",
-                "patch": "one unified diff (inline text or a file path)",
-                "strip": "an integer >= 0 (leading path components to remove, default 1)",
-                "base_dir": "a folder that relative patch paths are resolved against",
-            },
-        )
-        patches: list[str] = []
-        if "patch" in config:
-            if not isinstance(config["patch"], str):
-                raise AgentError("patch agent: field 'patch' must be a string (diff text or path)")
-            patches.append(config["patch"])
-        raw = config.get("patches", [])
-        if not isinstance(raw, list) or not all(isinstance(p, str) for p in raw):
-            raise AgentError("patch agent: field 'patches' must be a list of strings")
-        patches.extend(raw)
-        if not patches:
-            raise AgentError("patch agent: give 'patches' (a list) or 'patch' (one diff)")
-        strip = config.get("strip", 1)
-        if not isinstance(strip, int) or isinstance(strip, bool) or strip < 0:
-            raise AgentError(f"patch agent: field 'strip' must be an integer >= 0, got {strip!r}")
-        base = config.get("base_dir")
-        if base is not None and not isinstance(base, str):
-            raise AgentError("patch agent: field 'base_dir' must be a string path")
-        return cls(patches, strip=strip, base_dir=base)
+        """Build from a config mapping, checked by ``PatchConfig`` (``AgentError`` names a bad
+        field)."""
+        return cls(**agent_kwargs(PatchConfig, config))
 
     def _text(self, spec: str) -> tuple[str, str]:
         if "\n" in spec:

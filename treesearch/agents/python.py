@@ -33,9 +33,9 @@ from treesearch.agents import (
     AgentCost,
     AgentResult,
     AgentStatus,
-    check_fields,
     resolve_dotted,
 )
+from treesearch.agents.configs import PythonConfig, agent_kwargs
 from treesearch.errors import AgentError, SessionError
 from treesearch.session import SessionDeadlineError
 
@@ -60,25 +60,9 @@ class PythonAgent:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> PythonAgent:
-        """Build from ``{"function": "package.module:name", "options": {...}}``."""
-        check_fields(
-            "python",
-            config,
-            {
-                "function": "a dotted path 'package.module:function'",
-                "options": "a mapping of keyword arguments for the function",
-            },
-        )
-        function = config.get("function")
-        if not isinstance(function, str) or ":" not in function:
-            raise AgentError(
-                "python agent: field 'function' must be a dotted path like "
-                f"'package.module:function', got {function!r}"
-            )
-        options = config.get("options", {})
-        if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
-            raise AgentError("python agent: field 'options' must be a mapping of keyword arguments")
-        return cls(function, options=options)
+        """Build from a config mapping, checked by ``PythonConfig`` (``AgentError`` names a bad
+        field)."""
+        return cls(**agent_kwargs(PythonConfig, config))
 
     def _resolve(self) -> Callable[..., AgentResult | None]:
         if callable(self.function):

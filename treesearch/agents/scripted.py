@@ -30,8 +30,8 @@ from treesearch.agents import (
     AgentCost,
     AgentResult,
     AgentStatus,
-    check_fields,
 )
+from treesearch.agents.configs import ScriptedConfig, agent_kwargs
 from treesearch.errors import AgentError, SessionError
 from treesearch.session import SessionDeadlineError, ToolCall
 
@@ -57,7 +57,8 @@ _ACTIONS: dict[str, dict[str, tuple[type | tuple[type, ...], str]]] = {
 _COMMON = {"say": (str, "assistant text recorded with the call")}
 
 
-def _validate(n: int, entry: Any) -> str:
+def check_action(n: int, entry: Any) -> str:
+    """The action of step entry ``n``, or ``AgentError`` naming the entry and its bad field."""
     where = f"scripted agent: steps[{n}]"
     if not isinstance(entry, Mapping):
         raise AgentError(f"{where} must be a mapping, got {type(entry).__name__}")
@@ -120,34 +121,15 @@ class ScriptedAgent:
     ) -> None:
         """``steps``: the actions; ``rollback_on_error``: undo a failing action's step on disk;
         ``observation_chars``: how much of each observation goes into the transcript."""
-        self._actions = [(_validate(n, e), dict(e)) for n, e in enumerate(steps)]
+        self._actions = [(check_action(n, e), dict(e)) for n, e in enumerate(steps)]
         self.rollback_on_error = rollback_on_error
         self.observation_chars = observation_chars
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ScriptedAgent:
-        """Build from ``{"steps": [...], "rollback_on_error": true, "observation_chars": 2000}``."""
-        check_fields(
-            "scripted",
-            config,
-            {
-                "steps": "a list of actions (run/write/replace/read/list/finish/give_up)",
-                "rollback_on_error": "true (default) or false",
-                "observation_chars": "an integer > 0 (transcript excerpt length)",
-            },
-        )
-        steps = config.get("steps")
-        if not isinstance(steps, list):
-            raise AgentError(
-                f"scripted agent: field 'steps' must be a list of actions, got {steps!r:.80}"
-            )
-        rollback = config.get("rollback_on_error", True)
-        if not isinstance(rollback, bool):
-            raise AgentError("scripted agent: field 'rollback_on_error' must be true or false")
-        chars = config.get("observation_chars", 2000)
-        if not isinstance(chars, int) or isinstance(chars, bool) or chars <= 0:
-            raise AgentError("scripted agent: field 'observation_chars' must be an integer > 0")
-        return cls(steps, rollback_on_error=rollback, observation_chars=chars)
+        """Build from a config mapping, checked by ``ScriptedConfig`` (``AgentError`` names a bad
+        field)."""
+        return cls(**agent_kwargs(ScriptedConfig, config))
 
     def run(self, ctx: AgentContext) -> AgentResult:
         """Play the actions as session steps."""

@@ -33,7 +33,7 @@ from typing import Any
 
 from treesearch import lifecycle
 from treesearch.errors import RunError
-from treesearch.store.inventory import folder_bytes, list_stores, remove_store
+from treesearch.store.inventory import StoreEntry, folder_bytes, list_stores, remove_store
 
 __all__ = [
     "COPY_MARKER",
@@ -242,69 +242,84 @@ def plan_clean(
         run_dir = Path(str(copy.marker.get("run_dir", "")))
         if runs_dir is not None and run_dir.parent != runs_dir.resolve():
             continue
-        store = by_workspace.get(copy.workspace)
-        last = 0.0  # file times, not the marker's `created`: a copy's last use counts
-        for f in (run_dir / "events.jsonl", copy.folder / COPY_MARKER):
-            with contextlib.suppress(OSError):
-                last = max(last, f.stat().st_mtime)
-        if store is not None:
-            last = max(last, store.last_used)
-        source = copy.marker.get("source", "?")
-        what = f"copy of {source} made by run {copy.marker.get('run_id', '?')}"
-        if _copy_alive(copy):
-            plan.kept.append(
-                CleanItem("copy", str(copy.folder), f"{what}: a search on it is running")
-            )
-            continue
-        if store is not None and store.in_use:
-            plan.kept.append(CleanItem("copy", str(copy.folder), f"{what}: its store is in use"))
-            continue
-        if last > cutoff:
-            plan.kept.append(
-                CleanItem("copy", str(copy.folder), f"{what}: last used {_age(now - last)} ago")
-            )
-            continue
-        plan.items.append(
-            CleanItem(
-                "copy",
-                str(copy.folder),
-                f"{what}, last used {_age(now - last)} ago",
-                folder_bytes(copy.folder),
-            )
-        )
-        if store is not None:
-            plan.items.append(
-                CleanItem("store", str(store.path), "store of that copy", store.bytes)
-            )
-    for store in stores:
-        if store.workspace in copy_workspaces or os.path.lexists(store.workspace):
-            continue
-        if runs_dir is not None:
-            continue  # --runs-dir narrows the clean to those runs' copies
-        why = f"orphan: its workspace {store.workspace} no longer exists"
-        if store.in_use:
-            plan.kept.append(CleanItem("store", str(store.path), f"{why}, but it is in use"))
-        elif store.last_used > cutoff:
-            plan.kept.append(
-                CleanItem(
-                    "store", str(store.path), f"{why}; used {_age(now - store.last_used)} ago"
-                )
-            )
-        else:
-            plan.items.append(
-                CleanItem(
-                    "store",
-                    str(store.path),
-                    f"{why}; last used {_age(now - store.last_used)} ago",
-                    store.bytes,
-                )
-            )
+        _plan_copy(plan, copy, run_dir, by_workspace.get(copy.workspace), now, cutoff)
+    if runs_dir is None:  # --runs-dir narrows the clean to those runs' copies
+        for store in stores:
+            if store.workspace in copy_workspaces or os.path.lexists(store.workspace):
+                continue
+            _plan_orphan(plan, store, now, cutoff)
     for t in trash:
         plan.items.append(CleanItem("trash", str(t), "a store removal cut short", folder_bytes(t)))
     try:
         plan.temp_root = str(lifecycle.temp_root(temp_base, create=False))
     except OSError:
         return plan
+    _plan_leftovers(plan, temp_base)
+    return plan
+
+
+def _plan_copy(
+    plan: CleanPlan,
+    copy: _Copy,
+    run_dir: Path,
+    store: StoreEntry | None,
+    now: float,
+    cutoff: float,
+) -> None:
+    """Keep or list one workspace copy (and its store) made by a run."""
+    last = 0.0  # file times, not the marker's `created`: a copy's last use counts
+    for f in (run_dir / "events.jsonl", copy.folder / COPY_MARKER):
+        with contextlib.suppress(OSError):
+            last = max(last, f.stat().st_mtime)
+    if store is not None:
+        last = max(last, store.last_used)
+    source = copy.marker.get("source", "?")
+    what = f"copy of {source} made by run {copy.marker.get('run_id', '?')}"
+    if _copy_alive(copy):
+        plan.kept.append(CleanItem("copy", str(copy.folder), f"{what}: a search on it is running"))
+        return
+    if store is not None and store.in_use:
+        plan.kept.append(CleanItem("copy", str(copy.folder), f"{what}: its store is in use"))
+        return
+    if last > cutoff:
+        plan.kept.append(
+            CleanItem("copy", str(copy.folder), f"{what}: last used {_age(now - last)} ago")
+        )
+        return
+    plan.items.append(
+        CleanItem(
+            "copy",
+            str(copy.folder),
+            f"{what}, last used {_age(now - last)} ago",
+            folder_bytes(copy.folder),
+        )
+    )
+    if store is not None:
+        plan.items.append(CleanItem("store", str(store.path), "store of that copy", store.bytes))
+
+
+def _plan_orphan(plan: CleanPlan, store: StoreEntry, now: float, cutoff: float) -> None:
+    """Keep or list a store whose workspace no longer exists."""
+    why = f"orphan: its workspace {store.workspace} no longer exists"
+    if store.in_use:
+        plan.kept.append(CleanItem("store", str(store.path), f"{why}, but it is in use"))
+    elif store.last_used > cutoff:
+        plan.kept.append(
+            CleanItem("store", str(store.path), f"{why}; used {_age(now - store.last_used)} ago")
+        )
+    else:
+        plan.items.append(
+            CleanItem(
+                "store",
+                str(store.path),
+                f"{why}; last used {_age(now - store.last_used)} ago",
+                store.bytes,
+            )
+        )
+
+
+def _plan_leftovers(plan: CleanPlan, temp_base: str | os.PathLike[str] | None) -> None:
+    """List the process groups and scratch folders that killed treesearch processes left."""
     reaped = lifecycle.reap(temp_base, dry_run=True)
     for group in reaped.groups:
         pids = ", ".join(str(p) for p in group["pids"])  # type: ignore[attr-defined]
@@ -321,7 +336,6 @@ def plan_clean(
                 folder_bytes(Path(folder)),
             )
         )
-    return plan
 
 
 def apply_clean(plan: CleanPlan, temp_base: str | os.PathLike[str] | None = None) -> CleanPlan:

@@ -1,7 +1,7 @@
 """What a run directory records of its config, and the checks made before one is created.
 
 ``config.yaml`` of a run is the fully resolved config: every default filled in (the pydantic
-models dumped with their aliases, the test specs with theirs), the workspace actually searched
+models dumped with their aliases: test specs and agents included), the workspace searched
 and the store home actually used as absolute paths, so that ``resume`` and ``checkout`` find the
 same store whatever ``TREESEARCH_HOME`` says then. It validates as a config file of its own.
 """
@@ -85,8 +85,6 @@ def resolved_config(
     run_id: str,
 ) -> dict[str, Any]:
     """The config a run records: every default, absolute paths, and what the run used."""
-    from treesearch.scoring import Scorer
-
     data: dict[str, Any] = loaded.config.model_dump(mode="json", by_alias=True)
     data["workspace"] = {
         "path": str(workspace),
@@ -96,9 +94,4 @@ def resolved_config(
     data["store"]["home"] = str(home)
     data["output"]["runs_dir"] = str(runs_dir)
     data["output"]["run_id"] = run_id
-    scorer = Scorer.from_config(loaded.config.scoring.model_dump(), loaded.source)
-    scoring = data["scoring"]
-    scoring["search_tests"] = scorer.search_spec.to_config()
-    if scorer.grade_spec is not None:
-        scoring["grade_tests"] = scorer.grade_spec.to_config()
     return data

@@ -217,20 +217,7 @@ def _make_run(
             return replace(base, status=RunStatus.INVALID, problem=not_found)
         return base
     if isinstance(report, ReportError):
-        if not_found:
-            return replace(base, status=RunStatus.INVALID, problem=not_found)
-        everything = proc.stdout + "\n" + proc.stderr
-        if signal_note or _SUITE_RAN.search(everything):
-            why = f"{report}, although the output shows that tests ran"
-            if signal_note:
-                why = f"{signal_note}; {report}"
-            return replace(base, status=RunStatus.CRASHED, problem=why)
-        return replace(
-            base,
-            status=RunStatus.INVALID,
-            problem=f"{report}, and the output shows no sign that tests ran"
-            + (f" ({_PYTEST_EXIT[code]})" if spec.is_pytest and code in _PYTEST_EXIT else ""),
-        )
+        return _unreadable_report(spec, proc, base, report, signal_note, not_found)
     tests, collect_errors = _cases(report, spec.is_pytest, cwd, proc.stdout, probe)
     run = replace(base, tests=tests, suite_errors=report.suite_errors)
     if spec.is_pytest and probe is not None:
@@ -246,6 +233,40 @@ def _make_run(
         return replace(run, status=RunStatus.CRASHED, problem=signal_note)
     if not spec.is_pytest:
         return run
+    return _pytest_verdict(run, code, collect_errors, probe)
+
+
+def _unreadable_report(
+    spec: TestSpec,
+    proc: ProcessResult,
+    base: TestRun,
+    report: ReportError,
+    signal_note: str,
+    not_found: str,
+) -> TestRun:
+    """A run whose JUnit report could not be read: crashed if tests ran, else invalid."""
+    if not_found:
+        return replace(base, status=RunStatus.INVALID, problem=not_found)
+    everything = proc.stdout + "\n" + proc.stderr
+    if signal_note or _SUITE_RAN.search(everything):
+        why = f"{report}, although the output shows that tests ran"
+        if signal_note:
+            why = f"{signal_note}; {report}"
+        return replace(base, status=RunStatus.CRASHED, problem=why)
+    code = proc.exit_code
+    return replace(
+        base,
+        status=RunStatus.INVALID,
+        problem=f"{report}, and the output shows no sign that tests ran"
+        + (f" ({_PYTEST_EXIT[code]})" if spec.is_pytest and code in _PYTEST_EXIT else ""),
+    )
+
+
+def _pytest_verdict(
+    run: TestRun, code: int, collect_errors: list[str], probe: Probe | None
+) -> TestRun:
+    """A pytest run with tests in its report: what its exit code, collection errors and the
+    probe say about whether the result is complete."""
     if collect_errors:
         # Whatever the flags (--continue-on-collection-errors too): a module that cannot be
         # collected hides all of its tests, so the passes of the others are no result.

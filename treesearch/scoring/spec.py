@@ -14,6 +14,8 @@ from pathlib import PurePosixPath
 from types import MappingProxyType
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
 from treesearch.errors import ConfigError
 
 DEFAULT_COMMAND = "python -m pytest -q"
@@ -265,3 +267,49 @@ _KEYS: dict[str, Any] = {
     "reruns": _reruns,
     "runner": _runner,
 }
+
+
+_AT = "\x00"
+
+
+def _checked(check: Any, value: object) -> Any:
+    """Run a ``_KEYS`` check for a pydantic validator: its error as a ``ValueError`` without
+    the location (pydantic's error carries the key path)."""
+    try:
+        return check(value, _AT)
+    except ConfigError as exc:
+        raise ValueError(str(exc).removeprefix(_AT).removeprefix(": ").removeprefix(".")) from None
+
+
+class TestSpecConfig(BaseModel):
+    """A ``TestSpec`` as a config section (``scoring.search_tests``, ``scoring.grade_tests``,
+    a mutation agent's ``tests``): the same fields, checked by the same rules."""
+
+    __test__ = False  # not a pytest test class
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: str | tuple[str, ...] = DEFAULT_COMMAND
+    """The test command: a string runs through ``/bin/sh -c``; a list is an argument vector."""
+    cwd: str = "."
+    """Working directory, relative to the workspace."""
+    timeout: float = DEFAULT_TIMEOUT
+    """Seconds before the run is ended and counted as a TIMEOUT."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables (numbers are taken as their text)."""
+    junit_xml: str | None = None
+    """JUnit XML report the command writes (relative to ``cwd``); unset for pytest."""
+    tests: tuple[str, ...] = ()
+    """Explicit test ids appended to the command."""
+    reruns: int = 0
+    """Re-runs of tests whose outcome differs from the parent's (flaky detection)."""
+    runner: str = "auto"
+    """``auto``, ``pytest`` or ``generic``."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _check(cls, value: object, info: ValidationInfo) -> Any:
+        return _checked(_KEYS[str(info.field_name)], value)
+
+    def to_spec(self) -> TestSpec:
+        """The ``TestSpec`` these fields describe."""
+        return TestSpec(**self.model_dump())

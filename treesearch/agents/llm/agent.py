@@ -64,21 +64,25 @@ class LLMAgent:
     kind = "llm"
 
     def __init__(self, config: LLMConfig) -> None:
-        """``config``: the checked fields (``LLMConfig.from_config`` reads a YAML mapping)."""
-        self.config = config
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> LLMAgent:
-        """Build from the strategy's fields (``AgentError`` names a bad field)."""
-        cfg = LLMConfig.from_config(config)
-        if not cfg.replay:
+        """``config``: the checked fields (``LLMAgentConfig`` reads a YAML mapping). Without
+        ``replay``, the ``openai`` package must be installed (``AgentError`` says how)."""
+        if not config.replay:
             import importlib.util
 
             if importlib.util.find_spec("openai") is None:
                 raise AgentError(
                     "llm agent: the openai package is not installed: pip install 'treesearch[llm]'"
                 )
-        return cls(cfg)
+        self.config = config
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> LLMAgent:
+        """Build from the strategy's fields (``AgentError`` names a bad field)."""
+        from treesearch.agents import build_agent
+
+        agent = build_agent({**config, "kind": "llm"})
+        assert isinstance(agent, LLMAgent)
+        return agent
 
     def __repr__(self) -> str:
         return f"LLMAgent(model={self.config.model!r}, base_url={self.config.base_url!r})"

@@ -220,8 +220,6 @@ class ChatClient:
     ) -> tuple[dict[str, Any], int]:
         """Send ``request`` (a chat-completions body); returns the response JSON and the number of
         attempts it took. ``deadline`` (``time.monotonic()``) bounds every attempt and wait."""
-        import openai
-
         client = self._sdk()
         kwargs = {k: request[k] for k in _SDK_ARGS if k in request}
         extra = {k: v for k, v in request.items() if k not in _SDK_ARGS}
@@ -236,51 +234,8 @@ class ChatClient:
                         "the run's time limit was reached before the model answered"
                     )
                 timeout = min(timeout, remaining)
-            retry_after: float | None = None
-            try:
-                raw = client.chat.completions.with_raw_response.create(
-                    **kwargs, extra_body=extra or None, timeout=timeout
-                )
-                text = raw.text
-            except openai.APITimeoutError:
-                problem = f"no answer within {timeout:.3g} s"
-            except openai.APIConnectionError as exc:
-                unreachable = _unreachable(exc)
-                if unreachable is not None:
-                    raise ModelRequestError(
-                        f"cannot reach the model server at {self.base_url}: {unreachable} "
-                        "(is it running? check base_url)"
-                    ) from None
-                problem = f"connection failed: {self.scrub(str(exc))}"
-            except openai.APIStatusError as exc:
-                status = exc.status_code
-                detail = self.scrub(_error_detail(exc))
-                if _is_context_error(status, exc, detail):
-                    raise ContextLengthError(
-                        f"the model server ({self.base_url}) answered HTTP {status}: {detail}"
-                    ) from None
-                if not (status in (408, 409, 429) or status >= 500):
-                    raise ModelRequestError(
-                        f"the model server ({self.base_url}) answered HTTP {status}: {detail}"
-                    ) from None
-                problem = f"HTTP {status}: {detail}"
-                retry_after = _retry_after(exc)
-            except openai.OpenAIError as exc:
-                raise ModelRequestError(
-                    f"request to {self.base_url} failed: {self.scrub(str(exc))}"
-                ) from None
-            else:
-                try:
-                    data = json.loads(text)
-                except ValueError:
-                    raise ModelRequestError(
-                        f"the model server ({self.base_url}) sent a reply that is not JSON: "
-                        f"{self.scrub(text[:200])!r}"
-                    ) from None
-                if not isinstance(data, dict):
-                    raise ModelRequestError(
-                        f"the model server ({self.base_url}) sent JSON that is not an object"
-                    )
+            data, problem, retry_after = self._attempt(client, kwargs, extra, timeout)
+            if data is not None:
                 return data, attempt
             if attempt > self.retries:
                 raise ModelRequestError(
@@ -299,6 +254,57 @@ class ChatClient:
                 on_retry({"attempt": attempt, "error": problem, "wait": round(wait, 3)})
             if wait > 0:
                 self._sleep(wait)
+
+    def _attempt(
+        self, client: Any, kwargs: dict[str, Any], extra: dict[str, Any], timeout: float
+    ) -> tuple[dict[str, Any] | None, str, float | None]:
+        """One request: ``(response JSON, "", None)``, or ``(None, problem, Retry-After)`` for a
+        failure worth a retry; raises for the others."""
+        import openai
+
+        try:
+            raw = client.chat.completions.with_raw_response.create(
+                **kwargs, extra_body=extra or None, timeout=timeout
+            )
+            text = raw.text
+        except openai.APITimeoutError:
+            return None, f"no answer within {timeout:.3g} s", None
+        except openai.APIConnectionError as exc:
+            unreachable = _unreachable(exc)
+            if unreachable is not None:
+                raise ModelRequestError(
+                    f"cannot reach the model server at {self.base_url}: {unreachable} "
+                    "(is it running? check base_url)"
+                ) from None
+            return None, f"connection failed: {self.scrub(str(exc))}", None
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            detail = self.scrub(_error_detail(exc))
+            if _is_context_error(status, exc, detail):
+                raise ContextLengthError(
+                    f"the model server ({self.base_url}) answered HTTP {status}: {detail}"
+                ) from None
+            if not (status in (408, 409, 429) or status >= 500):
+                raise ModelRequestError(
+                    f"the model server ({self.base_url}) answered HTTP {status}: {detail}"
+                ) from None
+            return None, f"HTTP {status}: {detail}", _retry_after(exc)
+        except openai.OpenAIError as exc:
+            raise ModelRequestError(
+                f"request to {self.base_url} failed: {self.scrub(str(exc))}"
+            ) from None
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise ModelRequestError(
+                f"the model server ({self.base_url}) sent a reply that is not JSON: "
+                f"{self.scrub(text[:200])!r}"
+            ) from None
+        if not isinstance(data, dict):
+            raise ModelRequestError(
+                f"the model server ({self.base_url}) sent JSON that is not an object"
+            )
+        return data, "", None
 
 
 def _unreachable(exc: BaseException) -> str | None:

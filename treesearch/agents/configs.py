@@ -1,0 +1,556 @@
+"""The built-in agents' configs: one pydantic model per ``kind``, whose fields are the YAML keys.
+
+A model validates a strategy's mapping (types, ranges, the rules between fields) and
+``agent_kwargs()`` turns it into the keyword arguments of the agent's constructor, so an agent is
+built from checked values only (``build_agent`` in ``treesearch.agents``; ``treesearch.config``
+puts these models in a union on ``kind``). Each field's description is the text of the error a
+bad value gets: ``<kind> agent: field 'x' must be <description>, got <value>``.
+
+This module imports only pydantic at load time (agent modules are imported where needed), so the
+config layer can use it without loading every agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.types import Strict
+
+from treesearch.errors import AgentError
+from treesearch.scoring.spec import TestSpecConfig
+
+__all__ = [
+    "AGENT_MODELS",
+    "STRATEGY_KEYS",
+    "AgentConfig",
+    "CommandConfig",
+    "LLMAgentConfig",
+    "MutationConfig",
+    "PatchConfig",
+    "PythonConfig",
+    "ScriptedConfig",
+    "agent_error",
+    "agent_kwargs",
+    "explain",
+]
+
+STRATEGY_KEYS = ("max_steps", "timeout", "samples", "description")
+"""Strategy-level keys the controller uses; the rest of a strategy's mapping configures its agent."""
+
+Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+"""A finite number (an int is taken as a float; true/false and strings are refused)."""
+
+
+class AgentConfig(BaseModel):
+    """Base of every agent config model: unknown keys refused, values frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str
+    """The registry key of the agent."""
+
+    shadowed: ClassVar[frozenset[str]] = frozenset()
+    """Fields of a subclass that are not the agent's (a strategy's own keys)."""
+
+    def fields(self) -> dict[str, Any]:
+        """The agent's fields (``kind`` and ``shadowed`` left out), as validated values."""
+        skip = self.shadowed | {"kind"}
+        return {name: getattr(self, name) for name in type(self).model_fields if name not in skip}
+
+    def agent_kwargs(self) -> dict[str, Any]:
+        """The agent constructor's keyword arguments."""
+        return self.fields()
+
+    def agent_config(self) -> dict[str, Any]:
+        """The agent's part as plain data with its ``kind`` (``build_agent`` reads it back)."""
+        data = self.model_dump(mode="json", by_alias=True, exclude=set(self.shadowed))
+        return {"kind": self.kind, **{k: v for k, v in data.items() if k != "kind"}}
+
+
+def _describe(model: type[BaseModel], name: str) -> str | None:
+    field = model.model_fields.get(name)
+    return field.description if field is not None else None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def explain(err: Mapping[str, Any], model: type[BaseModel]) -> str:
+    """What is wrong, for one pydantic error of ``model`` (without the field's path)."""
+    kind, msg, loc = err["type"], str(err["msg"]), tuple(err["loc"])
+    desc = _describe(model, str(loc[0])) if len(loc) == 1 else None
+    if kind == "missing":
+        return f"is required: {desc}" if desc else "is required"
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind in ("value_error", "assertion_error"):
+        return msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if desc:
+        return f"must be {desc}, got {_shown(err.get('input'))}"
+    return f"{msg[:1].lower()}{msg[1:]}, got {_shown(err.get('input'))}"
+
+
+def agent_error(kind: str, exc: ValidationError, model: type[BaseModel]) -> AgentError:
+    """A model's validation error as one ``AgentError`` line naming the field and what it
+    allows (the first problem; the others follow once it is fixed)."""
+    err = exc.errors()[0]
+    loc = [str(x) for x in err["loc"]]
+    text = explain(err, model)
+    if err["type"] == "extra_forbidden" and len(loc) == 1:
+        listing = "; ".join(
+            f"{f.alias or n}: {f.description}"
+            for n, f in model.model_fields.items()
+            if n != "kind" and n not in getattr(model, "shadowed", ())
+        )
+        return AgentError(f"{kind} agent: unknown field {loc[0]!r}; allowed fields: {listing}")
+    if not loc or text.startswith(loc[0]):
+        return AgentError(f"{kind} agent: {text}")
+    if len(loc) > 1:
+        return AgentError(f"{kind} agent: field {loc[0]!r}: {'.'.join(loc[1:])}: {text}")
+    return AgentError(f"{kind} agent: field {loc[0]!r} {text}")
+
+
+def agent_kwargs(model: type[AgentConfig], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate ``config`` (without ``kind``, or with the model's) by ``model``: the agent's
+    constructor keyword arguments, or ``AgentError`` naming the bad field."""
+    kind = str(model.model_fields["kind"].default)
+    try:
+        validated = model.model_validate({**config, "kind": kind})
+    except ValidationError as exc:
+        raise agent_error(kind, exc, model) from None
+    return validated.agent_kwargs()
+
+
+# --- scripted ---------------------------------------------------------------------------------
+
+
+class ScriptedConfig(AgentConfig):
+    """``scripted``: a fixed list of actions (``treesearch.agents.scripted``)."""
+
+    kind: Literal["scripted"] = "scripted"
+    steps: list[Any] = Field(
+        description="a list of actions (run/write/replace/read/list/finish/give_up)"
+    )
+    rollback_on_error: StrictBool = Field(True, description="true (default) or false")
+    observation_chars: StrictInt = Field(
+        2000, gt=0, description="an integer > 0 (transcript excerpt length)"
+    )
+
+    @field_validator("steps")
+    @classmethod
+    def _actions(cls, steps: list[Any]) -> list[Any]:
+        from treesearch.agents.scripted import check_action
+
+        for n, entry in enumerate(steps):
+            try:
+                check_action(n, entry)
+            except AgentError as exc:
+                raise ValueError(str(exc).removeprefix("scripted agent: ")) from None
+        return steps
+
+
+# --- patch ------------------------------------------------------------------------------------
+
+
+class PatchConfig(AgentConfig):
+    """``patch``: unified diffs applied in order (``treesearch.agents.patch``)."""
+
+    kind: Literal["patch"] = "patch"
+    patches: list[StrictStr] = Field(
+        default_factory=list, description="a list of unified diffs (inline text or file paths)"
+    )
+    patch: StrictStr | None = Field(
+        None, description="one unified diff (inline text or a file path)"
+    )
+    strip: StrictInt = Field(
+        1, ge=0, description="an integer >= 0 (leading path components to remove, default 1)"
+    )
+    base_dir: StrictStr | None = Field(
+        None, description="a folder that relative patch paths are resolved against"
+    )
+
+    @model_validator(mode="after")
+    def _some_patch(self) -> PatchConfig:
+        if self.patch is None and not self.patches:
+            raise ValueError("give 'patches' (a list) or 'patch' (one diff)")
+        return self
+
+    def agent_kwargs(self) -> dict[str, Any]:
+        first = [] if self.patch is None else [self.patch]
+        return {
+            "patches": first + list(self.patches),
+            "strip": self.strip,
+            "base_dir": self.base_dir,
+        }
+
+
+# --- command ----------------------------------------------------------------------------------
+
+
+class CommandConfig(AgentConfig):
+    """``command``: an external agent CLI run in the workspace (``treesearch.agents.command``)."""
+
+    kind: Literal["command"] = "command"
+    command: str | list[str] = Field(
+        description="an argv list of strings or a shell command string "
+        "({task}, {feedback}, {workspace}, {max_steps} are replaced)"
+    )
+    stdin: StrictBool = Field(
+        False, description="true or false: feed the task text on standard input (default false)"
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="a mapping of extra environment variables (strings)"
+    )
+    timeout: Number | None = Field(None, gt=0, description="seconds > 0")
+    limits: dict[str, Any] | None = Field(
+        None, description="a mapping with cpu_seconds, memory_bytes, file_size_bytes, open_files"
+    )
+    tail_chars: StrictInt = Field(4000, gt=0, description="an integer > 0")
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if not value.strip():
+                raise ValueError("must not be empty")
+            return value
+        if not isinstance(value, list) or not value or not all(isinstance(c, str) for c in value):
+            raise ValueError("must be a shell command string or a non-empty list of strings")
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) and k and "=" not in k
+            for k, v in value.items()
+        ):
+            raise ValueError("must map variable names to strings")
+        return value
+
+    @field_validator("limits", mode="before")
+    @classmethod
+    def _limits(cls, value: Any) -> Any:
+        from treesearch import sandbox
+        from treesearch.errors import SandboxError
+
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            raise ValueError("must be a mapping")
+        try:
+            sandbox.Limits(**value)
+        except TypeError as exc:
+            raise ValueError(
+                f"allows cpu_seconds, memory_bytes, file_size_bytes, open_files ({exc})"
+            ) from None
+        except SandboxError as exc:
+            raise ValueError(f"is wrong: {exc}") from None
+        return value
+
+    def agent_kwargs(self) -> dict[str, Any]:
+        from treesearch import sandbox
+
+        kw = self.fields()
+        kw["limits"] = None if self.limits is None else sandbox.Limits(**self.limits)
+        return kw
+
+
+# --- python -----------------------------------------------------------------------------------
+
+
+class PythonConfig(AgentConfig):
+    """``python``: a Python function called with the context (``treesearch.agents.python``)."""
+
+    kind: Literal["python"] = "python"
+    function: StrictStr = Field(description="a dotted path 'package.module:function'")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="a mapping of keyword arguments for the function"
+    )
+
+    @field_validator("function")
+    @classmethod
+    def _dotted(cls, value: str) -> str:
+        if ":" not in value:
+            raise ValueError(f"must be a dotted path like 'package.module:function', got {value!r}")
+        return value
+
+
+# --- llm --------------------------------------------------------------------------------------
+
+
+class LLMAgentConfig(AgentConfig):
+    """``llm``: a model behind an OpenAI-compatible API (``treesearch.agents.llm``)."""
+
+    kind: Literal["llm"] = "llm"
+    model: StrictStr = Field(description="the model name the server knows (required)")
+    base_url: StrictStr = Field(
+        "https://api.openai.com/v1",
+        description="the OpenAI-compatible endpoint, e.g. http://localhost:11434/v1",
+    )
+    api_key_env: StrictStr | None = Field(
+        "OPENAI_API_KEY",
+        description="name of the environment variable holding the API key, or null for none",
+    )
+    temperature: Number = Field(0.0, ge=0, description="a number >= 0 (default 0)")
+    max_tokens: StrictInt | None = Field(
+        4096, ge=1, description="an integer > 0: most tokens per reply (default 4096), or null"
+    )
+    seed: StrictInt | None = Field(
+        None,
+        description="an integer sent with each request (sample k of a node gets seed + k), or null",
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="a mapping of further request fields (e.g. top_p), sent as is",
+    )
+    request_timeout: Number = Field(
+        120.0, gt=0, description="a number > 0: seconds per model request (default 120)"
+    )
+    retries: StrictInt = Field(
+        4,
+        ge=0,
+        description="an integer >= 0: retries on 429, 5xx, timeouts and lost connections "
+        "(default 4)",
+    )
+    retry_backoff: Number = Field(
+        1.0,
+        ge=0,
+        description="a number >= 0: seconds before the first retry, doubled each time (default 1)",
+    )
+    retry_max_wait: Number = Field(
+        60.0,
+        ge=0,
+        description="a number >= 0: the longest wait between retries, in seconds (default 60)",
+    )
+    input_price: Number = Field(
+        0.0, ge=0, description="a number >= 0: USD per million input tokens (default 0)"
+    )
+    output_price: Number = Field(
+        0.0, ge=0, description="a number >= 0: USD per million output tokens (default 0)"
+    )
+    token_limit: StrictInt | None = Field(
+        None,
+        ge=1,
+        description="an integer > 0: most tokens (input + output) per agent run, or null",
+    )
+    cost_limit: Number | None = Field(
+        None, gt=0, description="a number > 0: most USD per agent run, or null"
+    )
+    context_tokens: StrictInt = Field(
+        32000,
+        ge=1,
+        description="an integer > 0: the prompt budget; older observations are shortened to fit "
+        "(default 32000)",
+    )
+    observation_chars: StrictInt = Field(
+        12000,
+        ge=1,
+        description="an integer > 0: most characters of one tool result shown to the model "
+        "(default 12000)",
+    )
+    command_timeout: Number | None = Field(
+        None,
+        gt=0,
+        description="a number > 0: seconds one 'run' command may take (default: the session's)",
+    )
+    mode: Literal["tools", "text"] = Field(
+        "tools",
+        description="'tools' (function calling, default) or 'text' (one fenced shell block per turn)",
+    )
+    instructions: StrictStr = Field(
+        "", description="strategy guidance put in the system prompt's {instructions}"
+    )
+    prompts: dict[str, Any] | None = Field(
+        None,
+        description="templates overriding the defaults: system, task, feedback, siblings, text_mode",
+    )
+    cache: StrictStr | Literal[False] | None = Field(
+        None,
+        description="folder of the response cache; default <cache_dir>/llm-cache; false: no cache",
+    )
+    replay: StrictBool = Field(
+        False,
+        description="true or false: true answers from the cache only, and fails on a request it "
+        "does not hold",
+    )
+
+    @field_validator("model", "base_url", "api_key_env")
+    @classmethod
+    def _not_blank(cls, value: str | None, info: Any) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError(f"must be {_describe(cls, info.field_name)}, got {value!r}")
+        return value
+
+    @field_validator("extra_body")
+    @classmethod
+    def _extra(cls, value: dict[str, Any]) -> dict[str, Any]:
+        clash = sorted(set(value) & {"model", "messages", "tools", "stream"})
+        if clash:
+            raise ValueError(f"extra_body may not set {', '.join(clash)}")
+        return value
+
+    @field_validator("prompts", mode="before")
+    @classmethod
+    def _prompts(cls, value: Any) -> Any:
+        from treesearch.agents.llm.prompts import Prompts
+
+        try:
+            Prompts.from_config(value)
+        except AgentError as exc:
+            raise ValueError(str(exc).removeprefix("llm agent: ")) from None
+        return value
+
+    @field_validator("cache", mode="before")
+    @classmethod
+    def _cache(cls, value: Any) -> Any:
+        if value is None or value is False or (isinstance(value, str) and value.strip()):
+            return value
+        raise ValueError("must be a folder path or false")
+
+    @model_validator(mode="after")
+    def _replay_needs_cache(self) -> LLMAgentConfig:
+        if self.replay and self.cache is False:
+            raise ValueError("'replay: true' needs a cache (it is set to false)")
+        return self
+
+    def agent_kwargs(self) -> dict[str, Any]:
+        from treesearch.agents.llm.config import LLMConfig
+        from treesearch.agents.llm.prompts import Prompts
+
+        kw = self.fields()
+        cache = kw.pop("cache")
+        kw["use_cache"] = cache is not False
+        kw["cache"] = Path(cache).expanduser() if isinstance(cache, str) else None
+        kw["prompts"] = Prompts.from_config(kw["prompts"])
+        return {"config": LLMConfig(**kw)}
+
+
+# --- mutation ---------------------------------------------------------------------------------
+
+
+def _families() -> tuple[str, ...]:
+    from treesearch.agents.mutation.operators import FAMILIES
+
+    return FAMILIES
+
+
+def _formulas() -> tuple[str, ...]:
+    from treesearch.agents.mutation.localize import FORMULAS
+
+    return tuple(FORMULAS)
+
+
+class MutationConfig(AgentConfig):
+    """``mutation``: fault localisation plus sampled mutations (``treesearch.agents.mutation``);
+    mirrors the keys the agent's own ``from_config`` reads."""
+
+    kind: Literal["mutation"] = "mutation"
+    operators: list[StrictStr] | None = Field(
+        None,
+        description="a list of operator families (or 'all'; default: all), see "
+        "treesearch.agents.mutation.operators.FAMILIES",
+    )
+    formula: StrictStr = Field(
+        "ochiai",
+        description="the localisation formula: ochiai, tarantula or dstar (default ochiai)",
+    )
+    top_lines: StrictInt = Field(
+        10,
+        ge=1,
+        description="how many of the most suspicious lines to mutate, an integer > 0 (default 10)",
+    )
+    edits: StrictInt = Field(
+        1, ge=1, description="edits per expansion, an integer > 0, capped by max_steps (default 1)"
+    )
+    seed: StrictInt = Field(0, description="an integer mixed into the random stream (default 0)")
+    coverage: StrictBool = Field(
+        True, description="true (default: localise with coverage) or false (tracebacks only)"
+    )
+    relocalize: StrictBool = Field(
+        False,
+        description="false (default: a child inherits its parent's ranking) or true (run anew)",
+    )
+    traceback_boost: Number = Field(
+        0.5, ge=0, description="a number >= 0 added for lines in failing tracebacks (default 0.5)"
+    )
+    family_weights: dict[str, float] | None = Field(
+        None, description="a mapping family -> weight >= 0 (default 1; delete and insert 0.5)"
+    )
+    exclude: list[StrictStr] = Field(
+        default_factory=list,
+        description="a list of path globs never mutated (test files are always left out)",
+    )
+    tests: TestSpecConfig | None = Field(
+        None,
+        description="a test spec mapping (command, timeout, env, ...) used when the search gives "
+        "none",
+    )
+
+    @field_validator("operators", mode="before")
+    @classmethod
+    def _operators(cls, value: Any) -> Any:
+        if value == "all":
+            return list(_families())
+        if not isinstance(value, list) or not all(isinstance(o, str) for o in value):
+            raise ValueError(f"must be a list of operator families out of {', '.join(_families())}")
+        unknown = [op for op in value if op not in _families()]
+        if unknown or not value:
+            raise ValueError(f"must list families out of {', '.join(_families())}; got {value!r}")
+        return value
+
+    @field_validator("formula")
+    @classmethod
+    def _formula(cls, value: str) -> str:
+        if value not in _formulas():
+            raise ValueError(f"must be one of {', '.join(_formulas())}; got {value!r}")
+        return value
+
+    @field_validator("family_weights", mode="before")
+    @classmethod
+    def _weights(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        ok = isinstance(value, Mapping) and all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+            for k, v in value.items()
+        )
+        bad = [] if not ok else [f for f, w in value.items() if f not in _families() or not w >= 0]
+        if not ok or bad:
+            raise ValueError(
+                f"must map families out of {', '.join(_families())} to numbers >= 0"
+                + (f"; bad: {', '.join(map(str, bad))}" if bad else "")
+            )
+        return value
+
+    def agent_kwargs(self) -> dict[str, Any]:
+        kw = {k: v for k, v in self.fields().items() if v is not None}
+        if self.tests is not None:
+            kw["tests"] = self.tests.to_spec()
+        return kw
+
+
+AGENT_MODELS: dict[str, type[AgentConfig]] = {
+    "command": CommandConfig,
+    "llm": LLMAgentConfig,
+    "mutation": MutationConfig,
+    "patch": PatchConfig,
+    "python": PythonConfig,
+    "scripted": ScriptedConfig,
+}
+"""The built-in kinds' config models."""

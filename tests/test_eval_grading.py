@@ -69,3 +69,14 @@ def test_run_grade_files_inside_workspace_are_refused(tmp_path: Path) -> None:
     cfg = _config(tmp_path, proj, [FIX], grade_files={"heldout": "nowhere"})
     with pytest.raises(ConfigError, match="nowhere does not exist"):
         run_from_config(cfg, base_dir=tmp_path)
+
+
+def test_run_mutation_strategy_without_operators_regression_resolved_null(tmp_path: Path) -> None:
+    # Bug: the resolved config.yaml records the default `operators: null`, which the typed
+    # mutation config then refused when the run read it back: every such run failed at once.
+    proj = make_calc(tmp_path / "proj")
+    cfg = _config(tmp_path, proj, [FIX])
+    cfg["strategies"] = {"mutate": {"kind": "mutation", "max_steps": 1, "seed": 0}}
+    cfg["search"]["budget"] = {"expansions": 1}
+    out = run_from_config(cfg, base_dir=tmp_path)
+    assert out.usage.expansions == 1

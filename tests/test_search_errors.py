@@ -67,6 +67,26 @@ def test_scripted_replace_of_missing_text_is_an_error_outcome_not_a_noop(tmp_pat
     assert len(g.nodes[root]["errors"]) == 2 and g.nodes[root]["noops"] == []
 
 
+def test_scripted_replace_with_check_false_that_does_not_apply_is_a_noop_not_an_error(
+    tmp_path: Path,
+) -> None:
+    """A candidate fix declared ``check: false`` (the demo's) that finds no text to replace
+    changes nothing: a no-op edge, never an agent error."""
+    proj = make_project(tmp_path)
+    strategy = replace("calc.py", "no such text", "x")
+    strategy["steps"][0]["check"] = False
+    cfg = _only(
+        config(tmp_path, proj, policy="bfs", stop_on_perfect=False, budget={"expansions": 2}),
+        **{"not-here": dict(strategy, samples=2)},
+    )
+    out = run(cfg, tmp_path)
+    root = out.graph.graph["root"]
+    assert out.graph.nodes[root]["errors"] == []
+    assert [n["strategy"] for n in out.graph.nodes[root]["noops"]] == ["not-here", "not-here"]
+    summary = json.loads((out.run_dir / "summary.json").read_text())
+    assert summary["agent_errors"]["count"] == 0
+
+
 def test_cli_search_where_every_expansion_errors_exits_3_and_says_why(tmp_path: Path) -> None:
     proj = make_project(tmp_path)
     cfg = _only(

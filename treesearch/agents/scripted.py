@@ -8,14 +8,16 @@ Actions (one per entry of ``steps``)::
     {"run": "pytest -x", "timeout": 30, "check": true}     # shell command (check: exit 0 required)
     {"write": "src/a.py", "content": "..."}                 # create or overwrite a file
     {"replace": "src/a.py", "old": "x = 1", "new": "x = 2"} # exactly one match
+                                                            # (check: false: none is no error)
     {"read": "src/a.py"}                                    # read a file (an observation only)
     {"list": "src"}                                         # list a folder
     {"finish": "why"}                                       # stop: finished
     {"give_up": "why"}                                      # stop: gave up
 
 Each action may carry ``"say": "..."``, the assistant text recorded with its tool call. A failing
-action ends the run as ``failed`` (its step rolled back) unless it is a ``run`` with
-``"check": false``. Running out of entries means ``finished``; running out of ``max_steps`` first
+action ends the run as ``failed`` (its step rolled back) unless it is a ``run`` or a ``replace``
+with ``"check": false`` (for a ``replace``: a candidate fix that does not apply to this state
+changes nothing, so the expansion is a no-op rather than an agent error). Running out of entries means ``finished``; running out of ``max_steps`` first
 means ``limit_reached``.
 """
 
@@ -48,6 +50,7 @@ _ACTIONS: dict[str, dict[str, tuple[type | tuple[type, ...], str]]] = {
         "replace": (str, "a workspace-relative path"),
         "old": (str, "text that occurs exactly once"),
         "new": (str, "its replacement"),
+        "check": (bool, "true (the text must be there, default) or false (no match: no change)"),
     },
     "read": {"read": (str, "a workspace-relative path")},
     "list": {"list": (str, "a workspace-relative folder")},

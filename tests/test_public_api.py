@@ -25,6 +25,9 @@ PUBLIC = {
     "SearchResult",
     "Budget",
     "make_policy",
+    # many searches: an instance set
+    "run_eval",
+    "EvalOutcome",
     # store, session, scoring
     "ShadowStore",
     "TransactionalSession",

@@ -26,6 +26,9 @@ _EXPORTS: dict[str, str] = {  # public name -> the module that defines it
     "SearchResult": "treesearch.search.controller",
     "Budget": "treesearch.search.budget",
     "make_policy": "treesearch.search.policies",
+    # many searches: one per instance of an instance set
+    "run_eval": "treesearch.eval",
+    "EvalOutcome": "treesearch.eval",
     # the snapshot store and the session
     "ShadowStore": "treesearch.store",
     "TransactionalSession": "treesearch.session",
@@ -84,6 +87,7 @@ _EXPORTS: dict[str, str] = {  # public name -> the module that defines it
 
 __all__ = [
     "__version__",
+    "EvalOutcome",
     "Agent",
     "AgentContext",
     "AgentCost",
@@ -139,6 +143,7 @@ __all__ = [
     "make_policy",
     "register_agent",
     "resume",
+    "run_eval",
     "run_agent",
     "run_from_config",
     "score_workspace",

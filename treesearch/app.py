@@ -34,6 +34,7 @@ from treesearch.runs import RunDir, new_run_id
 from treesearch.runs.cleanup import claim_copy, copy_note, make_workspace_copy
 from treesearch.runs.resolved import check_runs_dir, check_workspace, resolved_config, store_home
 from treesearch.scoring import ScoreCache, Scorer
+from treesearch.scoring.heldout import check_grade_files, grade_in_copy
 from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage, explain_stop
 from treesearch.search.controller import Controller, SearchResult, Strategy, one_line
@@ -99,6 +100,10 @@ def run_from_config(
     check_runs_dir(
         loaded, root_runs, cfg.output.run_id, flag=None if runs_dir is None else "--runs-dir"
     )
+    # Held-out files the grade lays over its copy: checked (outside the workspace) up front.
+    grade_files = check_grade_files(
+        getattr(cfg.scoring, "grade_files", None), loaded.source, loaded.base_dir, original
+    )
     home = store_home(loaded, home or default_home())
     run_id = cfg.output.run_id or new_run_id(cfg.output.instance_id)
     workspace = original
@@ -122,6 +127,8 @@ def run_from_config(
             runs_dir=root_runs,
             run_id=run_id,
         )
+        if grade_files:
+            resolved["scoring"]["grade_files"] = {k: str(v) for k, v in grade_files.items()}
         run = RunDir.create(root_runs, run_id, resolved)
         run.append(
             {
@@ -335,7 +342,11 @@ def _finish(
     )
     grade = None
     if cfg.scoring.grade_tests is not None and not result.interrupted:
-        grade = scorer.grade(store.workspace, tree=best)
+        # In a fresh copy of the best tree plus the held-out files: never in the workspace.
+        files = check_grade_files(
+            getattr(cfg.scoring, "grade_files", None), loaded.source, loaded.base_dir, None
+        )
+        grade = grade_in_copy(scorer, store, best, files, name=store.workspace.name)
     run.write_text("graph.json", G.to_json(g))
     path = G.path_to(g, best)
     timings = result.timings

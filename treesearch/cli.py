@@ -37,9 +37,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"treesearch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    from treesearch import _cli_score, _cli_search, _cli_snap
+    from treesearch import _cli_eval, _cli_score, _cli_search, _cli_snap
 
-    for add in (_cli_snap.add_snap, _cli_score.add_score, _cli_search.add_search, _add_clean):
+    for add in (
+        _cli_snap.add_snap,
+        _cli_score.add_score,
+        _cli_search.add_search,
+        _cli_eval.add_eval,
+        _add_clean,
+    ):
         add(sub)
     return parser
 

@@ -147,6 +147,9 @@ class ScoringConfig(_Model):
     """Score function of grade runs (default: ``score``)."""
     cache_inputs: list[str] = Field(default_factory=list)
     """Globs (relative to the workspace) of files whose content is part of the cache key."""
+    grade_files: dict[str, str] | None = None
+    """Held-out files laid over the grading copy: a path in the copy -> a file or folder outside
+    the workspace (checked by ``scoring.heldout.check_grade_files``)."""
 
     @field_validator("search_tests", mode="before")
     @classmethod

@@ -67,9 +67,15 @@ class Outcome:
 
 
 def config_for(bug: Path, policy: str, tmp: Path, budget: int, seed: int, timeout: float) -> dict:
-    """The search config of one (bug, policy) run, as a YAML file would give it."""
+    """The search config of one (bug, policy) run, as a YAML file would give it.
+
+    The searched folder is a copy of the bug without its ``heldout/`` tests: they are laid over
+    the grading copy only (``grade_files``), so the search cannot read them."""
+    src = tmp / "src" / bug.name
+    if not src.exists():
+        shutil.copytree(bug, src, ignore=shutil.ignore_patterns("heldout", "__pycache__"))
     return {
-        "workspace": {"path": str(bug), "copy": True},
+        "workspace": {"path": str(src), "copy": False},
         "store": {
             "home": str(tmp / "home"),
             "excludes": ["__pycache__/", ".pytest_cache/", "*.pyc", ".coverage*"],
@@ -87,6 +93,7 @@ def config_for(bug: Path, policy: str, tmp: Path, budget: int, seed: int, timeou
                 "timeout": timeout,
                 "env": TEST_ENV,
             },
+            "grade_files": {"heldout": str(bug / "heldout")},
             "score": "pass_fraction",
         },
         "search": {

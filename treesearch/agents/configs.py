@@ -505,6 +505,8 @@ class MutationConfig(AgentConfig):
     @field_validator("operators", mode="before")
     @classmethod
     def _operators(cls, value: Any) -> Any:
+        if value is None:  # the default (all), as a run's resolved config.yaml records it
+            return None
         if value == "all":
             return list(_families())
         if not isinstance(value, list) or not all(isinstance(o, str) for o in value):

@@ -33,8 +33,9 @@ def _restore(name: str, saved: str) -> None:
         os.environ[name] = value
 
 
-_restore("PYTEST_PLUGINS", ENV_PLUGINS)
-_restore("PYTHONPATH", ENV_PATH)
+if _OUT is not None:  # loaded as the probe; a plain import (for the names above) changes nothing
+    _restore("PYTEST_PLUGINS", ENV_PLUGINS)
+    _restore("PYTHONPATH", ENV_PATH)
 
 _state: dict[str, Any] = {
     "collected": None,

@@ -24,7 +24,15 @@ from treesearch.types import SnapshotStore
 ScoreLike = str | Mapping[str, Any] | ScoreFunction
 """A score function, its registry name, or a ``{kind: name, ...params}`` mapping."""
 
-_SCORER_KEYS = ("search_tests", "grade_tests", "score", "grade_score", "cache_inputs")
+_SCORER_KEYS = (
+    "search_tests",
+    "grade_tests",
+    "score",
+    "grade_score",
+    "cache_inputs",
+    "grade_files",
+)
+"""``grade_files`` is read by ``heldout.check_grade_files`` (the app), not by ``Scorer``."""
 
 
 class Scorer:

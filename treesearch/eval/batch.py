@@ -1,0 +1,501 @@
+"""``run_eval``: one search per instance, on an executor, into a resumable eval directory.
+
+The eval directory::
+
+    eval.yaml          resolved: the config (with its ``eval`` section), where things came from
+    instances.jsonl    the instances as read (resume reads this copy)
+    instances/<id>/    each a normal run directory (``graph.json``, ``events.jsonl``, ...) plus
+                       ``grade/`` (the grading run's output and report)
+    results.jsonl      one row per finished instance (a journal while the batch runs; rewritten
+                       in the instances' order when it ends)
+    predictions.jsonl  SWE-bench predictions of the finished instances (empty ``model_patch``
+                       when there is no patch)
+    summary.json       totals; ``status`` finished or interrupted
+
+Only the driver writes here. A finished instance is committed as: run directory unpacked into a
+temporary folder, renamed into ``instances/<id>``, then its row appended and flushed to disk.
+Killing the driver at any point loses at most the instances in flight; ``resume_eval`` skips the
+finished ones (rows in ``results.jsonl``) and redoes the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import fcntl
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from treesearch import __version__
+from treesearch.config import apply_overrides, validate
+from treesearch.errors import ConfigError, TreesearchError
+from treesearch.eval.instances import Instance, load_instances
+from treesearch.eval.runner import DEFAULT_GRADE, EvalSettings, InstanceReport, steer_of, unpack
+from treesearch.scoring import TestSpec
+
+__all__ = ["EvalError", "EvalOutcome", "load_eval_config", "resume_eval", "run_eval"]
+
+EventFn = Callable[[dict[str, Any]], None]
+EVAL_KEYS = ("oracle", "grade_tests", "setup_timeout", "env_dir", "task_from_instance")
+STATUSES = ("resolved", "unresolved", "error")
+
+
+class EvalError(TreesearchError):
+    """The batch cannot run (eval directory in use or not one, bad arguments)."""
+
+
+@dataclass
+class EvalOutcome:
+    """What a batch (or the part of it this call ran) produced."""
+
+    out: Path
+    rows: list[dict[str, Any]]
+    """Rows of the finished instances, in the instances' order."""
+    summary: dict[str, Any]
+    interrupted: bool = False
+    skipped: list[str] = field(default_factory=list)
+    """Instances finished by an earlier call (resume) and not run again."""
+
+
+# ------------------------------------------------------------------------------ config
+
+
+def _read_yaml(path: Path, depth: int = 0) -> tuple[dict[str, Any], Path]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    base_dir = path.parent.resolve()
+    parent = raw.pop("extends", None)
+    if parent is not None:
+        if not isinstance(parent, str) or depth > 8:
+            raise ConfigError(f"{path}: extends: must name another config file (no cycles)")
+        base, base_dir = _read_yaml(base_dir / parent, depth + 1)
+        raw = _merge(base, raw)
+    return raw, base_dir
+
+
+def _merge(a: dict[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_eval_config(
+    path: str | Path, overrides: Sequence[str] = ()
+) -> tuple[dict[str, Any], dict[str, Any], str, Path]:
+    """(search config without workspace or ``eval``, the ``eval`` section, source, base dir).
+
+    Raises ``ConfigError`` naming the file and key of any problem."""
+    p = Path(path)
+    raw, base_dir = _read_yaml(p)
+    raw = apply_overrides(raw, overrides)
+    source = str(p)
+    section = raw.pop("eval", None) or {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"{source}: eval: must be a mapping (keys: {', '.join(EVAL_KEYS)})")
+    for key in section:
+        if key not in EVAL_KEYS:
+            raise ConfigError(
+                f"{source}: eval.{key}: unknown key (allowed: {', '.join(EVAL_KEYS)})"
+            )
+    if "workspace" in raw:
+        raise ConfigError(
+            f"{source}: workspace: an eval config has no workspace (each instance brings its "
+            "own); remove the section"
+        )
+    if not isinstance(section.get("oracle", False), bool):
+        raise ConfigError(f"{source}: eval.oracle: must be true or false")
+    if not isinstance(section.get("task_from_instance", True), bool):
+        raise ConfigError(f"{source}: eval.task_from_instance: must be true or false")
+    timeout = section.get("setup_timeout", 1800)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ConfigError(f"{source}: eval.setup_timeout: must be a positive number of seconds")
+    if "env_dir" in section and not isinstance(section["env_dir"], str):
+        raise ConfigError(f"{source}: eval.env_dir: must be a folder path")
+    TestSpec.from_config(
+        section.get("grade_tests", DEFAULT_GRADE), source, where="eval.grade_tests"
+    )
+    checked = copy.deepcopy(raw)
+    checked["workspace"] = {"path": str(base_dir)}
+    validate(checked, source=source, base_dir=base_dir)
+    return raw, section, source, base_dir
+
+
+# ------------------------------------------------------------------------------ entry points
+
+
+def run_eval(
+    config: str | Path | None = None,
+    instances: str | Path | None = None,
+    *,
+    repos: str | Path | None = None,
+    out: str | Path | None = None,
+    workers: int | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
+    overrides: Sequence[str] = (),
+    resume: str | Path | None = None,
+    on_event: EventFn | None = None,
+) -> EvalOutcome:
+    """Run one search per instance of ``instances`` with the search config ``config``.
+
+    ``resume=DIR`` continues an earlier batch instead (``config`` and ``instances`` unset).
+    ``workers`` defaults to the CPU count; ``executor`` is ``local`` (process pool) or ``ray``.
+    ``on_event`` receives progress events (``eval_started``, ``instance_finished``,
+    ``eval_finished``); nothing is printed.
+    """
+    if resume is not None:
+        if config is not None or instances is not None or overrides:
+            raise EvalError("resume takes the eval directory only (no config, instances or -c)")
+        return resume_eval(
+            resume, workers=workers, executor=executor, ray_address=ray_address, on_event=on_event
+        )
+    if config is None or instances is None:
+        raise EvalError("run_eval needs a config and an instances file (or resume=DIR)")
+    _check_executor(executor, workers)
+    raw, section, source, base_dir = load_eval_config(config, overrides)
+    inst_path = Path(instances)
+    items = load_instances(inst_path)
+    repos_dir = Path(repos).resolve() if repos is not None else None
+    if repos_dir is not None and not repos_dir.is_dir():
+        raise EvalError(f"--repos {repos}: not a folder")
+    target = Path(out) if out is not None else _default_out()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise EvalError(
+            f"{target} already exists and is not empty: give a new --out, or continue it with "
+            f"`treesearch eval --resume {target}`"
+        )
+    target.mkdir(parents=True, exist_ok=True)
+    target = target.resolve()
+    full = dict(raw)
+    full["eval"] = section
+    resolved = {
+        "treesearch": __version__,
+        "config": full,
+        "source": str(Path(config).resolve()),
+        "base_dir": str(base_dir),
+        "instances": str(inst_path.resolve()),
+        "instances_sha256": hashlib.sha256(inst_path.read_bytes()).hexdigest(),
+        "repos": str(repos_dir) if repos_dir else None,
+        "executor": executor,
+        "workers": workers,
+        "ray_address": ray_address,
+        "steer": None,
+    }
+    with _locked(target):
+        _write_jsonl(target / "instances.jsonl", [i.to_json() for i in items])
+        settings = _settings(resolved, target)
+        resolved["steer"] = steer_of(settings)
+        _atomic_write(target / "eval.yaml", yaml.safe_dump(resolved, sort_keys=False))
+        return _batch(
+            target, items, settings, resolved, {}, workers, executor, ray_address, on_event
+        )
+
+
+def resume_eval(
+    out: str | Path,
+    *,
+    workers: int | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
+    on_event: EventFn | None = None,
+) -> EvalOutcome:
+    """Continue the batch of eval directory ``out``: finished instances are skipped, the others
+    run (again). ``executor``/``workers``/``ray_address`` default to the first run's."""
+    target = Path(out).resolve()
+    meta = target / "eval.yaml"
+    if not meta.is_file():
+        raise EvalError(f"{out}: not an eval directory (no eval.yaml)")
+    try:
+        resolved = yaml.safe_load(meta.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise EvalError(f"{meta}: cannot read: {exc}") from None
+    executor = executor or resolved.get("executor") or "local"
+    workers = workers if workers is not None else resolved.get("workers")
+    ray_address = ray_address or resolved.get("ray_address")
+    _check_executor(executor, workers)
+    with _locked(target):
+        items = load_instances(target / "instances.jsonl")
+        settings = _settings(resolved, target)
+        done = _finished_rows(target, {i.instance_id for i in items})
+        return _batch(
+            target, items, settings, resolved, done, workers, executor, ray_address, on_event
+        )
+
+
+def _check_executor(executor: str, workers: int | None) -> None:
+    if executor not in ("local", "ray"):
+        raise EvalError(f"--executor {executor}: must be local or ray")
+    if workers is not None and (isinstance(workers, bool) or workers < 1):
+        raise EvalError(f"--workers {workers}: must be at least 1")
+    if executor == "ray" and importlib.util.find_spec("ray") is None:
+        raise EvalError(
+            "--executor ray needs Ray: install it with `pip install -e '.[ray]'` "
+            "(or `pip install 'ray>=2.9'`)"
+        )
+
+
+def _default_out() -> Path:
+    return Path("evals") / time.strftime("eval-%Y%m%d-%H%M%S", time.gmtime())
+
+
+def _settings(resolved: Mapping[str, Any], target: Path) -> EvalSettings:
+    cfg = copy.deepcopy(resolved["config"])
+    section = cfg.pop("eval", {}) or {}
+    env_dir = section.get("env_dir")
+    base = Path(resolved["base_dir"])
+    if env_dir:
+        env_path = Path(env_dir).expanduser()
+        env_dir = str(env_path if env_path.is_absolute() else base / env_path)
+    return EvalSettings(
+        config=cfg,
+        source=resolved["source"],
+        base_dir=resolved["base_dir"],
+        oracle=bool(section.get("oracle", False)),
+        grade_tests=dict(section.get("grade_tests") or DEFAULT_GRADE),
+        setup_timeout=float(section.get("setup_timeout", 1800)),
+        env_dir=env_dir or str(target / "envs"),
+        repos=resolved.get("repos"),
+        task_from_instance=bool(section.get("task_from_instance", True)),
+        grade_tests_explicit="grade_tests" in section,
+    )
+
+
+@contextlib.contextmanager
+def _locked(target: Path) -> Any:
+    with open(target / ".lock", "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            raise EvalError(
+                f"{target} is in use by another treesearch eval (pid {fh.read().strip() or '?'})"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        yield
+
+
+# ------------------------------------------------------------------------------ the batch
+
+
+def _finished_rows(target: Path, ids: set[str]) -> dict[str, dict[str, Any]]:
+    """Rows already committed; run folders of unfinished instances are removed."""
+    done: dict[str, dict[str, Any]] = {}
+    path = target / "results.jsonl"
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue  # a torn last line: that instance was not committed
+            if isinstance(row, dict) and row.get("instance_id") in ids:
+                done[row["instance_id"]] = row
+    inst_dir = target / "instances"
+    if inst_dir.is_dir():
+        for child in inst_dir.iterdir():
+            if child.name not in done or child.name.startswith("."):
+                shutil.rmtree(child, ignore_errors=True)
+    for iid, row in list(done.items()):
+        if row.get("run_dir") and not (target / row["run_dir"]).is_dir():
+            del done[iid]  # its run folder is gone: run it again
+    return done
+
+
+def _batch(
+    target: Path,
+    items: list[Instance],
+    settings: EvalSettings,
+    resolved: Mapping[str, Any],
+    done: dict[str, dict[str, Any]],
+    workers: int | None,
+    executor: str,
+    ray_address: str | None,
+    on_event: EventFn | None,
+) -> EvalOutcome:
+    from treesearch.eval.executors import run_local, run_ray
+
+    emit = on_event or (lambda e: None)
+    todo = [i for i in items if i.instance_id not in done]
+    n_workers = workers or os.cpu_count() or 1
+    skipped = [i.instance_id for i in items if i.instance_id in done]
+    model = str((settings.config.get("output") or {}).get("model_name", "treesearch"))
+    (target / "instances").mkdir(exist_ok=True)
+    t0 = time.monotonic()
+    new = 0
+    emit(
+        {
+            "event": "eval_started",
+            "out": str(target),
+            "total": len(items),
+            "todo": len(todo),
+            "skipped": len(skipped),
+            "executor": executor,
+            "workers": n_workers,
+            "steer": steer_of(settings),
+        }
+    )
+    # The journal of this session starts from the committed rows (a torn line is dropped).
+    _write_jsonl(
+        target / "results.jsonl", [done[i.instance_id] for i in items if i.instance_id in done]
+    )
+    journal = open(target / "results.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+
+    def on_result(iid: str, result: InstanceReport | BaseException) -> None:
+        nonlocal new
+        if isinstance(result, BaseException):
+            row = _worker_error_row(iid, settings, result)
+        else:
+            row = result.row
+            if result.run_archive is not None:
+                final = target / "instances" / iid
+                tmp = target / "instances" / f".{iid}.partial"
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.rmtree(final, ignore_errors=True)
+                unpack(result.run_archive, tmp)
+                (tmp / "eval-row.json").write_text(json.dumps(row, indent=2) + "\n")
+                os.replace(tmp, final)
+        journal.write(json.dumps(row, sort_keys=True) + "\n")
+        journal.flush()
+        os.fsync(journal.fileno())
+        done[iid] = row
+        new += 1
+        elapsed = time.monotonic() - t0
+        left = len(items) - len(done)
+        emit(
+            {
+                "event": "instance_finished",
+                "row": row,
+                "done": len(done),
+                "total": len(items),
+                "resolved": sum(1 for r in done.values() if r["status"] == "resolved"),
+                "errors": sum(1 for r in done.values() if r["status"] == "error"),
+                "elapsed": elapsed,
+                "eta_seconds": (elapsed / new) * left if new else None,
+            }
+        )
+
+    interrupted = False
+    try:
+        if todo:
+            if executor == "ray":
+                run_ray(todo, settings, n_workers, ray_address, on_result)
+            else:
+                run_local(todo, settings, n_workers, on_result)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        journal.close()
+    rows = [done[i.instance_id] for i in items if i.instance_id in done]
+    _write_jsonl(target / "results.jsonl", rows)
+    _write_jsonl(target / "predictions.jsonl", [_prediction(target, r, model) for r in rows])
+    interrupted = interrupted or len(rows) < len(items)
+    prior = 0.0
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        prior = float(json.loads((target / "summary.json").read_text()).get("wall_seconds", 0.0))
+    session = time.monotonic() - t0
+    summary = summarize(rows, len(items), settings, resolved, interrupted, prior + session)
+    summary["session_seconds"] = round(session, 3)
+    _atomic_write(target / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    emit({"event": "eval_finished", "summary": summary, "out": str(target)})
+    return EvalOutcome(target, rows, summary, interrupted, skipped)
+
+
+def _worker_error_row(iid: str, settings: EvalSettings, exc: BaseException) -> dict[str, Any]:
+    return {
+        "instance_id": iid,
+        "status": "error",
+        "reason": f"the worker running it failed: {type(exc).__name__}: {exc}",
+        "resolved": False,
+        "oracle": settings.oracle,
+        "steer": steer_of(settings),
+        "tests": None,
+        "test_runs": 0,
+        "grade_test_runs": 0,
+        "tokens": 0,
+        "usd": 0.0,
+        "seconds": 0.0,
+        "run_dir": None,
+        "best_score": None,
+        "stop_reason": None,
+        "env_log": None,
+    }
+
+
+def _prediction(target: Path, row: Mapping[str, Any], model: str) -> dict[str, Any]:
+    patch = ""
+    if row.get("run_dir"):
+        with contextlib.suppress(OSError):
+            patch = (target / row["run_dir"] / "best.patch").read_text(encoding="utf-8")
+    return {
+        "instance_id": row["instance_id"],
+        "model_name_or_path": model,
+        "model_patch": patch,
+        "oracle": bool(row.get("oracle")),
+    }
+
+
+def summarize(
+    rows: Sequence[Mapping[str, Any]],
+    total: int,
+    settings: EvalSettings,
+    resolved_cfg: Mapping[str, Any],
+    interrupted: bool,
+    seconds: float,
+) -> dict[str, Any]:
+    """Totals of the finished rows (``summary.json``)."""
+    counts = {s: sum(1 for r in rows if r["status"] == s) for s in STATUSES}
+    return {
+        "status": "interrupted" if interrupted else "finished",
+        "total": total,
+        "done": len(rows),
+        "not_run": total - len(rows),
+        **counts,
+        "resolved_rate": round(counts["resolved"] / total, 4) if total else 0.0,
+        "steer": steer_of(settings),
+        "oracle": settings.oracle,
+        "test_runs": sum(int(r.get("test_runs") or 0) for r in rows),
+        "tokens": sum(int(r.get("tokens") or 0) for r in rows),
+        "usd": round(sum(float(r.get("usd") or 0.0) for r in rows), 6),
+        "instance_seconds": round(sum(float(r.get("seconds") or 0.0) for r in rows), 3),
+        "wall_seconds": round(seconds, 3),
+        "executor": resolved_cfg.get("executor"),
+        "config": resolved_cfg.get("source"),
+        "instances": resolved_cfg.get("instances"),
+    }
+
+
+# ------------------------------------------------------------------------------ files
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    _atomic_write(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))

@@ -390,11 +390,11 @@ def report(res: dict[str, Any]) -> str:
     targets: list[tuple[str, str, str]] = []
     for name, row in res["folders"].items():
         g = row["git"]
+        out += ["", f"{name}: {row['files']:,} files, {row['dirs']:,} folders"]
         for lb in labels:
             w = row[lb]["watch"]
             where = w.get("treesearch", "?")
-            out.append(f"{name}: {lb} = {where}; watcher active: {w.get('watching', '?')}")
-        out += ["", f"{name}: {row['files']:,} files, {row['dirs']:,} folders"]
+            out.append(f"  {lb} = {where}; watcher active: {w.get('watching', '?')}")
         rows = []
         spec = [
             ("no-change capture, watcher off", "nowatch", "capture"),

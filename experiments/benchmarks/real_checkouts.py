@@ -182,8 +182,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     store = ShadowStore.open(ws, home=base / "home", watch=watch)
     try:
         first = store.capture()
-        watcher = getattr(store, "_watch", "?")  # best effort: a private attribute
-        out["watching"] = "?" if watcher == "?" else watcher is not None
+        out["watching"] = watching(store)
         walks: list[float] = []
 
         def with_walk(op: Callable[[], float]) -> float:
@@ -219,6 +218,15 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     finally:
         store.close()
     return out
+
+
+def watching(store: Any) -> bool | str:
+    """Whether the store's inotify watcher is on (private attributes: ``?`` when not found)."""
+    for owner in (store, getattr(store, "_scanner", None)):
+        for name in ("_watch", "watch"):
+            if owner is not None and hasattr(owner, name):
+                return getattr(owner, name) is not None
+    return "?"
 
 
 # ---------------------------------------------------------------------- parent

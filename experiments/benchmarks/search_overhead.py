@@ -102,14 +102,15 @@ class StoreMeter:
 
     def _expand(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapped(*a: Any, **kw: Any) -> Any:
-            self.current = Expansion()
+            self.current = seen = Expansion()
             t0 = time.perf_counter()
             try:
-                return fn(*a, **kw)
+                result = fn(*a, **kw)
             finally:
-                self.current.wall = time.perf_counter() - t0
-                self.expansions.append(self.current)
                 self.current = None
+            seen.wall = time.perf_counter() - t0
+            self.expansions.append(seen)  # only expansions that end (and so have a Timing)
+            return result
 
         return wrapped
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import treesearch.search.controller as controller_module
-import treesearch.session as session_module
+from treesearch import session as session_module
 from treesearch.app import run_from_config
 from treesearch.search.controller import Controller
 from treesearch.store import ShadowStore
@@ -73,8 +73,8 @@ class StoreMeter:
     """Times every store call, the agent's tool calls and the whole of each expansion.
 
     Wraps (for the duration of ``installed``) every public method of ``ShadowStore``,
-    ``Controller.expand``, the controller's ``run_agent`` and the session's ``_execute`` (one
-    tool call). A store call made by another store call is counted once, in the outer one.
+    ``Controller.expand``, the controller's ``run_agent`` and the session's built-in tools (the
+    agent's own work). A store call made by another store call is counted once, in the outer one.
     """
 
     def __init__(self) -> None:
@@ -140,19 +140,33 @@ class StoreMeter:
         patches: list[tuple[Any, str, Any]] = [
             (Controller, "expand", self._expand(Controller.expand)),
             (controller_module, "run_agent", self._run_agent(controller_module.run_agent)),
-            (session_module, "_execute", self._tool(session_module._execute)),
         ]
+        # The tools themselves (write_file, ...): the agent's own work. The table is a dict every
+        # step copies, so its entries are replaced in place.
+        tools = session_module.BUILTIN_TOOLS
+        patches += [(tools, name, self._tool(fn)) for name, fn in tools.items()]
         for name, value in list(vars(ShadowStore).items()):
             if not name.startswith("_") and inspect.isfunction(value):
                 patches.append((ShadowStore, name, self._store_method(name, value)))
-        saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
+        saved = [(obj, name, _get(obj, name)) for obj, name, _ in patches]
         try:
             for obj, name, value in patches:
-                setattr(obj, name, value)
+                _set(obj, name, value)
             yield
         finally:
             for obj, name, value in saved:
-                setattr(obj, name, value)
+                _set(obj, name, value)
+
+
+def _get(obj: Any, name: str) -> Any:
+    return obj[name] if isinstance(obj, dict) else getattr(obj, name)
+
+
+def _set(obj: Any, name: str, value: Any) -> None:
+    if isinstance(obj, dict):
+        obj[name] = value
+    else:
+        setattr(obj, name, value)
 
 
 def report(timings: list[Any], seen: list[Expansion], test_seconds: float) -> str:

@@ -210,7 +210,10 @@ def report(timings: list[Any], seen: list[Expansion], test_seconds: float) -> st
     for name, value in (("old", old), ("honest", honest)):
         share = value / 1000 / test_run
         verdict = "PASS" if share < 0.05 else "FAIL"
-        lines.append(f"overhead / test run, {name:<6} = {share:6.1%}   target < 5%: {verdict}")
+        lines.append(
+            f"overhead / test run, {name:<6} = {share:6.1%}   target < 5%: {verdict}"
+            f"   ({value:.0f} ms / {test_run * 1000:.0f} ms)"
+        )
     return "\n".join(lines)
 
 

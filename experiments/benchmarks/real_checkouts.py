@@ -446,7 +446,7 @@ def folder_targets(
 ) -> Iterator[tuple[str, str, str]]:
     def check(text: str, value: float | None, limit: float | None) -> tuple[str, str, str]:
         ok = None if value is None or limit is None else value <= limit
-        shown = "error" if value is None else f"{value:.2f} (limit {limit:.2f})"
+        shown = "error" if value is None or limit is None else f"{value:.2f} (limit {limit:.2f})"
         return verdict(ok), f"{name} {lb}: {text}", shown
 
     off, on = v["nowatch"], v["watch"]

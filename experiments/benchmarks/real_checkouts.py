@@ -21,9 +21,10 @@ process, alternating with it:
 and, on generated trees of one small file per folder, the no-change capture with the watcher as
 the number of folders grows (it should not grow: nothing changed).
 
-Each treesearch version (``--treesearch-path``, repeatable; default: whatever ``import treesearch``
-finds) is measured in its own subprocess with ``PYTHONPATH`` set to it, and the versions are
-interleaved measurement by measurement, so old and new share the machine's state and one table.
+Each treesearch version (``--treesearch-path``, repeatable; its package is copied at the start;
+default: whatever ``import treesearch`` finds) is measured in its own subprocess with
+``PYTHONPATH`` set to it, and the versions are interleaved measurement by measurement, so old
+and new share the machine's state and one table.
 Missed targets print FAIL; the exit status is 1 only when a measurement could not be made.
 """
 
@@ -309,6 +310,15 @@ def version_label(path: str | None) -> str:
         return Path(path).name
 
 
+def freeze(path: str | None, dest: Path) -> str | None:
+    """A copy of ``path``'s treesearch package in ``dest`` (``None``: the default import)."""
+    if path is None:
+        return None
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(Path(path) / "treesearch", dest / "treesearch", symlinks=True, ignore=ignore)
+    return str(dest)
+
+
 def make_folders_tree(root: Path, n: int) -> None:
     """``n`` folders, 50 to a parent folder, one small file each."""
     for i in range(n):
@@ -318,9 +328,13 @@ def make_folders_tree(root: Path, n: int) -> None:
 
 
 def measure(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
-    paths: list[str | None] = list(args.treesearch_path) or [None]
-    labels = [version_label(p) for p in paths]
+    sources: list[str | None] = list(args.treesearch_path) or [None]
+    labels = [version_label(p) for p in sources]
+    # Each version is copied now, with its label: a checkout that moves on during the run (a
+    # merge into main) must not change the code measured under that label halfway.
+    paths = [freeze(p, scratch / "versions" / str(i)) for i, p in enumerate(sources)]
     res: dict[str, Any] = {"versions": labels, "reps": args.reps, "folders": {}, "errors": []}
+    res["sources"] = dict(zip(labels, [p or "default import" for p in sources], strict=True))
     errors: list[str] = res["errors"]
     for folder in args.folders:
         src_in = Path(folder).resolve()
@@ -401,8 +415,10 @@ def report(res: dict[str, Any]) -> str:
         out += ["", f"{name}: {row['files']:,} files, {row['dirs']:,} folders"]
         for lb in labels:
             w = row[lb]["watch"]
-            where = w.get("treesearch", "?")
-            out.append(f"  {lb} = {where}; watcher active: {w.get('watching', '?')}")
+            where = res.get("sources", {}).get(lb, "?")
+            out.append(
+                f"  {lb} = {where} (copied at start); watcher active: {w.get('watching', '?')}"
+            )
         rows = []
         spec = [
             ("no-change capture, watcher off", "nowatch", "capture"),

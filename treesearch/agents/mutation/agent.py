@@ -381,7 +381,7 @@ class MutationAgent:
             src = sources.file(s.path)  # localize already left out tests and ``exclude``
             if src is None:
                 continue
-            if not edits_at_all(src, s.line, self.operators):
+            if not edits_at_all(src, s.line, self.operators, typed=self.order == "ranked"):
                 continue
             out.append((s.path, s.line, s.score))
             if len(out) == self.top_lines:
@@ -402,7 +402,7 @@ class MutationAgent:
             src = sources.file(path)
             if src is None:
                 continue
-            for edit in edits_at_all(src, line, self.operators):
+            for edit in edits_at_all(src, line, self.operators, typed=self.order == "ranked"):
                 key = _program_key(sources, edit, src, original)
                 if key not in seen:
                     seen.add(key)

@@ -13,11 +13,13 @@ edits the one that changes least and keeps the most code is tried, and so report
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 from treesearch.agents.mutation._source import SourceFile
 from treesearch.agents.mutation.operators import FAMILIES, Edit, _Builder, edits_at
 from treesearch.agents.mutation.patterns import PATTERN_FAMILIES, PATTERN_PRIORS, pattern_edits
+from treesearch.agents.mutation.patterns.kinds import NUMBER, SEQUENCE, kinds_of
 
 __all__ = ["ALL_FAMILIES", "RANKED_PRIORS", "edits_at_all", "rank_key"]
 
@@ -44,17 +46,70 @@ and copying come last: they produce most plausible-but-wrong patches (Qi et al.,
 _SHARPNESS = 2.0
 
 
-def edits_at_all(src: SourceFile, line: int, families: Iterable[str] = ALL_FAMILIES) -> list[Edit]:
-    """Every edit of ``families`` (classic and pattern ones) on the statements at ``line``."""
+def edits_at_all(
+    src: SourceFile, line: int, families: Iterable[str] = ALL_FAMILIES, *, typed: bool = False
+) -> list[Edit]:
+    """Every edit of ``families`` (classic and pattern ones) on the statements at ``line``.
+    ``typed``: leave out edits that use a variable against its kind (``patterns.kinds``)."""
     chosen = frozenset(families)
     out = edits_at(src, line, [f for f in FAMILIES if f in chosen])
-    if chosen & set(PATTERN_FAMILIES):
-        b = _Builder(src, line, chosen - set(FAMILIES))
-        b._seen.update((e.start, e.end, e.text) for e in out)
-        for stmt in src.statements_at(line):
-            pattern_edits(b, stmt)
-        out.extend(b.out)
-    return out
+    if typed:
+        out = _typed(src, line, out)
+    if not chosen & set(PATTERN_FAMILIES):
+        return out
+    b = _Builder(src, line, chosen - set(FAMILIES))
+    for stmt in src.statements_at(line):
+        pattern_edits(b, stmt)
+    # The same splice from two families (a copied ``return 0`` is also a missing return):
+    # keep the more likely one, in the first one's place.
+    kept: dict[tuple[int, int, str], Edit] = {}
+    for edit in [*out, *b.out]:
+        key = (edit.start, edit.end, edit.text)
+        old = kept.get(key)
+        if old is None or _likelihood(edit) > _likelihood(old):
+            kept[key] = edit
+    edits = list(kept.values())
+    return _typed(src, line, edits) if typed else edits
+
+
+_SWAP = re.compile(r"^(\w+) -> (\w+)$")
+_LEN = re.compile(r"len\((\w+)\)")
+_NUMERIC_WRAPPERS = frozenset({"abs", "int", "float", "round"})
+_SEQUENCE_WRAPPERS = frozenset({"len", "list", "sorted", "set", "tuple", "sum"})
+
+
+def _typed(src: SourceFile, line: int, edits: list[Edit]) -> list[Edit]:
+    stmts = src.statements_at(line)
+    if not stmts:
+        return edits
+    scope = src.enclosing_function(stmts[0]) or src.tree
+    kinds = kinds_of(src, scope)
+    if not kinds:
+        return edits
+
+    def ok(edit: Edit) -> bool:
+        old = src.source[edit.start : edit.end].decode("utf-8", "replace")
+        if edit.family == "name":
+            m = _SWAP.match(edit.operator)
+            if m and {kinds.get(m.group(1)), kinds.get(m.group(2))} == {SEQUENCE, NUMBER}:
+                return False
+        elif edit.family == "offbyone":
+            if kinds.get(old) == SEQUENCE:
+                return False
+        elif edit.family == "wrapper" and edit.operator.startswith("wrap in "):
+            fn = edit.operator[len("wrap in ") : -2]
+            kind = kinds.get(old)
+            if (kind == SEQUENCE and fn in _NUMERIC_WRAPPERS) or (
+                kind == NUMBER and fn in _SEQUENCE_WRAPPERS
+            ):
+                return False
+        return all(kinds.get(name) != NUMBER for name in _LEN.findall(edit.text))
+
+    return [e for e in edits if ok(e)]
+
+
+def _likelihood(edit: Edit) -> float:
+    return RANKED_PRIORS.get(edit.family, 1.0) * edit.weight
 
 
 def rank_key(score: float, edit: Edit, prior: float) -> tuple[float, int, int]:

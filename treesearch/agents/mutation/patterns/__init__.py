@@ -4,6 +4,9 @@ Families (``PATTERN_FAMILIES``), after the fix-pattern catalogues of the repair 
 (TBar's fix-pattern families, PyTER's repairs of Python type errors, the one-line bug classes
 of QuixBugs-style algorithm benchmarks):
 
+- ``variable``: an undefined name (a ``NameError``) -> a variable in scope, the most similar
+  spelling first (PyTER); an integer constant in a slice, ``range`` or comparison -> a
+  parameter of the function;
 - ``clause``: a missing or extra clause of a condition: drop one operand of an ``and``/``or``
   condition, or add ``and C`` / ``or C`` / ``and not C`` where ``C`` is another condition of the
   same function (in-scope expressions the programmer already wrote);
@@ -38,11 +41,16 @@ from treesearch.agents.mutation.patterns.expressions import (
     structure_edits,
     wrapper_edits,
 )
-from treesearch.agents.mutation.patterns.statements import missing_edits, retval_edits
+from treesearch.agents.mutation.patterns.statements import (
+    missing_edits,
+    retval_edits,
+    variable_edits,
+)
 
 __all__ = ["PATTERN_FAMILIES", "PATTERN_PRIORS", "pattern_edits"]
 
 _BY_FAMILY: Mapping[str, Callable[[_Builder, ast.stmt], None]] = {
+    "variable": variable_edits,
     "clause": clause_edits,
     "wrapper": wrapper_edits,
     "method": method_edits,
@@ -55,6 +63,7 @@ PATTERN_FAMILIES: tuple[str, ...] = tuple(_BY_FAMILY)
 """The fix-pattern families, in the order their edits are listed."""
 
 PATTERN_PRIORS: Mapping[str, float] = {
+    "variable": 1.0,
     "clause": 0.6,
     "wrapper": 0.5,
     "method": 0.8,

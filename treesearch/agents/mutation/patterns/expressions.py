@@ -186,6 +186,8 @@ def wrapper_edits(b: _Builder, stmt: ast.stmt) -> None:
             ):
                 continue
             b.replace("wrapper", f"wrap in {name}()", node, f"{name}({text})", weight)
+        if isinstance(node, ast.Name):
+            b.replace("wrapper", "wrap in [ ]", node, f"[{text}]", 0.4)
 
 
 # --- method ---------------------------------------------------------------------------------------
@@ -224,6 +226,15 @@ _SORT_CALLS = frozenset({"sort", "sorted"})
 
 def method_edits(b: _Builder, stmt: ast.stmt) -> None:
     src = b.src
+    if (
+        isinstance(stmt, ast.AugAssign)
+        and isinstance(stmt.op, ast.Add)
+        and isinstance(stmt.target, ast.Name)
+        and src.alone_on_lines(stmt)
+    ):
+        target, value = stmt.target.id, src.text(stmt.value)
+        for method in ("append", "extend"):
+            b.replace("method", f"+= -> .{method}()", stmt, f"{target}.{method}({value})", 0.8)
     for node in _sites(stmt):
         if not isinstance(node, ast.Call):
             continue

@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from treesearch.agents.mutation._edit import Edit, _Builder
 from treesearch.agents.mutation._source import SourceFile
-from treesearch.agents.mutation.operators import FAMILIES, Edit, _Builder, edits_at
+from treesearch.agents.mutation.operators import FAMILIES, edits_at
 from treesearch.agents.mutation.patterns import PATTERN_FAMILIES, PATTERN_PRIORS, pattern_edits
 from treesearch.agents.mutation.patterns.kinds import NUMBER, SEQUENCE, kinds_of
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Mapping
 
-from treesearch.agents.mutation.operators import _Builder
+from treesearch.agents.mutation._edit import _Builder
 from treesearch.agents.mutation.patterns.expressions import (
     clause_edits,
     method_edits,

@@ -5,21 +5,20 @@ from __future__ import annotations
 
 import ast
 
-from treesearch.agents.mutation._source import SourceFile
-from treesearch.agents.mutation.operators import (
+from treesearch.agents.mutation._edit import (
     _ATOM,
     _COMPARE_PREC,
     _OP_PREC,
     _Builder,
-    _function_statements,
     _int_value,
     _parenthesized,
-    _plus_minus,
     _prec,
-    _scope,
-    _sites,
     _wrap_if_needed,
 )
+from treesearch.agents.mutation._names import _scope
+from treesearch.agents.mutation._source import SourceFile
+from treesearch.agents.mutation._statements import _function_statements
+from treesearch.agents.mutation.operators import _plus_minus, _sites
 
 __all__ = [
     "clause_edits",

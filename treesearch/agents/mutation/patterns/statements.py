@@ -7,13 +7,10 @@ import ast
 import builtins
 import difflib
 
+from treesearch.agents.mutation._edit import _Builder
+from treesearch.agents.mutation._names import _params, _scope
 from treesearch.agents.mutation._source import SourceFile
-from treesearch.agents.mutation.operators import (
-    _Builder,
-    _params,
-    _scope,
-    _sites,
-)
+from treesearch.agents.mutation.operators import _sites
 
 __all__ = ["missing_edits", "retval_edits", "variable_edits"]
 

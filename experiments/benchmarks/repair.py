@@ -4,7 +4,8 @@
 Usage::
 
     python experiments/benchmarks/repair.py [--corpus bugs|refactory] [--corpus-dir DIR]
-        [--agents old,new] [--old-code DIR] [--budgets 30,100] [--policy best_first]
+        [--agents old,new] [--old-code DIR] [--new-code DIR] [--budgets 30,100]
+        [--policy best_first]
         [--jobs 2] [--seed 0] [--entries ID,ID,...] [--timeout 10]
         [--json results.json] [--report results.json] [--patches]
 
@@ -393,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus-dir", type=Path, help="the corpus folder (default: per corpus)")
     parser.add_argument("--agents", default="new", help="old,new (old needs --old-code)")
     parser.add_argument("--old-code", type=Path, help="checkout holding the old agent")
+    parser.add_argument(
+        "--new-code", type=Path, help="checkout holding the new agent (default: this one)"
+    )
     parser.add_argument("--budgets", default="30,100", help="test runs per search")
     parser.add_argument("--policy", default="best_first")
     parser.add_argument("--jobs", type=int, default=2, help="searches run in parallel")
@@ -418,7 +422,10 @@ def main(argv: list[str] | None = None) -> int:
     agents = [a for a in args.agents.split(",") if a]
     if "old" in agents and args.old_code is None:
         parser.error("--agents old needs --old-code DIR (a checkout of the old agent)")
-    codes = {"new": str(REPO), "old": str(args.old_code.resolve()) if args.old_code else ""}
+    codes = {
+        "new": str((args.new_code or REPO).resolve()),
+        "old": str(args.old_code.resolve()) if args.old_code else "",
+    }
     budgets = [int(b) for b in args.budgets.split(",") if b]
     marker = "bug.yaml" if args.corpus == "bugs" else "conftest.py"
     entries = sorted(p.name for p in corpus_dir.iterdir() if (p / marker).is_file())

@@ -405,7 +405,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--entries", default="", help="comma-separated entry ids (default: all)")
     parser.add_argument("--json", type=Path, help="write every result to this file")
     parser.add_argument("--patches", action="store_true", help="print each plausible patch")
-    parser.add_argument("--report", type=Path, help="only print the report of a --json file")
+    parser.add_argument(
+        "--report", help="only print the report of --json files (comma-separated: merged)"
+    )
+    parser.add_argument(
+        "--derive",
+        default="",
+        help="with --report: budgets (e.g. 30) read off larger-budget searches (see derived)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -413,10 +420,23 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_child(json.loads(args.child))))
         return 0
     if args.report:
-        data = json.loads(args.report.read_text(encoding="utf-8"))
-        saved = [Outcome(**row) for row in data["results"]]
-        print(report(saved, data["entries"], data["corpus"], data["policy"]))
-        print(f"\n{data['searches']} searches in {data['wall']:.0f} s wall ({data['where']})")
+        saved: list[Outcome] = []
+        entries: list[str] = []
+        walls = []
+        for name in args.report.split(","):
+            data = json.loads(Path(name).read_text(encoding="utf-8"))
+            saved += [Outcome(**row) for row in data["results"]]
+            entries += [e for e in data["entries"] if e not in entries]
+            walls.append(
+                f"{name}: {data['searches']} of {data.get('planned', data['searches'])} "
+                f"searches in {data['wall']:.0f} s wall ({data['where']})"
+            )
+        if args.derive:
+            saved += derived(saved, [int(b) for b in args.derive.split(",") if b])
+        print(report(saved, entries, data["corpus"], data["policy"]))
+        print("\n" + "\n".join(walls))
+        if args.patches:
+            _print_patches(saved)
         return 0
     corpus_dir = args.corpus_dir or CORPORA[args.corpus]
     agents = [a for a in args.agents.split(",") if a]
@@ -473,14 +493,51 @@ def main(argv: list[str] | None = None) -> int:
     print(report(results, entries, args.corpus, args.policy))
     print(f"\n{len(results)} searches in {wall:.0f} s wall ({_where(args)})")
     if args.patches:
-        for r in results:
-            if r.plausible:
-                verdict = "correct" if r.correct else "WRONG"
-                print(f"\n--- {r.entry} / {r.agent}@{r.budget} ({verdict})")
-                print(r.patch.rstrip())
+        _print_patches(results)
     if args.json:
         _save(args, results, entries, len(tasks), wall)
     return 0
+
+
+def _print_patches(results: list[Outcome]) -> None:
+    for r in results:
+        if r.plausible and r.patch:
+            verdict = "correct" if r.correct else "WRONG"
+            print(f"\n--- {r.entry} / {r.agent}@{r.budget} ({verdict})")
+            print(r.patch.rstrip())
+
+
+def derived(results: list[Outcome], budgets: list[int]) -> list[Outcome]:
+    """Results at a smaller budget read off searches with a larger one (agent ``X~``).
+
+    A search stops at its first plausible fix and no policy or agent here looks at the budget
+    left, so a search with budget B spends its first b < B test runs as a search with budget b
+    would: it has a plausible fix at budget b exactly when its first one came within b runs.
+    Seconds are those of the larger search (an upper bound when no fix came in time)."""
+    out = []
+    for b in budgets:
+        for r in results:
+            if r.budget <= b or r.agent.endswith("~"):
+                continue
+            hit = r.plausible and r.test_runs <= b
+            out.append(
+                Outcome(
+                    r.entry,
+                    r.agent + "~",
+                    b,
+                    hit,
+                    hit and r.correct,
+                    r.test_runs if hit else b,
+                    r.fl_runs,
+                    r.expansions,
+                    r.seconds,
+                    r.stop_reason if hit else "test_runs (derived)",
+                    r.patch if hit else "",
+                    r.fix_size,
+                    r.error,
+                )
+            )
+    return out
 
 
 def _where(args: argparse.Namespace) -> str:

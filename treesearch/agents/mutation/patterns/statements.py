@@ -160,7 +160,8 @@ def variable_edits(b: _Builder, stmt: ast.stmt) -> None:
             if node.id in known:
                 continue
             scope = _scope(src, node)
-            ranked = sorted(scope, key=lambda n, old=node.id: -_similarity(old, n))
+            old = node.id
+            ranked = sorted(scope, key=lambda n: -_similarity(old, n))
             for i, new in enumerate(ranked):
                 weight = 1.0 if i == 0 else 0.7 if i < 3 else 0.4
                 b.replace("variable", f"undefined {node.id} -> {new}", node, new, weight)

@@ -339,6 +339,12 @@ def _median(values: list[float], fmt: str = "g") -> str:
     return format(statistics.median(values), fmt) if values else "-"
 
 
+def _mean_seconds(rows: list[Outcome], agent: str) -> str:
+    if not rows or agent.endswith("~"):
+        return "-"  # a derived row has no seconds of its own
+    return f"{statistics.mean(r.seconds for r in rows):.1f}"
+
+
 def report(results: list[Outcome], entries: list[str], corpus: str, policy: str) -> str:
     combos = sorted({(r.agent, r.budget) for r in results}, key=lambda c: (c[1], c[0] != "old"))
     lines = [
@@ -356,14 +362,15 @@ def report(results: list[Outcome], entries: list[str], corpus: str, policy: str)
             f"{len(plausible) - len(correct):>6} "
             f"{_median([r.test_runs for r in plausible]):>10} "
             f"{_median([r.seconds for r in plausible], '.1f'):>7} "
-            f"{statistics.mean(r.seconds for r in rows) if rows else 0:>8.1f} "
+            f"{_mean_seconds(rows, agent):>8} "
             f"{sum(1 for r in rows if r.error):>6}"
         )
     lines += [
         "",
         "plausible = all search tests pass; correct = plausible and all held-out tests pass;",
         "wrong = plausible but a held-out test fails; runs/s to P = median test runs / wall",
-        "seconds until the first plausible fix (entries with one).",
+        "seconds until the first plausible fix (entries with one); agent~ = read off the",
+        "larger-budget searches (--derive).",
         "",
         "per entry: C correct, P plausible but wrong, - none; the number is the test runs used",
         f"{'entry':<18} {'fix':>4}" + "".join(f" {a + '@' + str(b):>10}" for a, b in combos),

@@ -197,8 +197,9 @@ def test_mutation_agent_child_inherits_its_parents_ranking_with_lines_moved(
     localized = result.transcript[0]
     assert localized["inherited_from"] == r.node and localized["cached"] is True
     assert "ranking inherited from" in localized["note"]
-    # The deleted line 3 is gone from the ranking and line 4 moved up to line 3.
-    assert sorted(t["line"] for t in localized["top"]) == [1, 2, 3]
+    # The deleted line 3 is gone from the ranking and line 4 moved up to line 3 (the ``def``
+    # line runs at import time only: never ranked).
+    assert sorted(t["line"] for t in localized["top"]) == [2, 3]
     fresh = r.expand(MutationAgent(operators=["delete"], relocalize=True), node=child)
     assert fresh.transcript[0]["inherited_from"] is None and fresh.transcript[0]["cached"] is False
     r.close()
@@ -377,3 +378,39 @@ def test_a_search_scores_a_hanging_mutant_zero_and_goes_on(tmp_path: Path) -> No
     ]
     assert hung and all(out.graph.nodes[n]["score"] == 0.0 for n in hung)
     assert out.usage.expansions > len(hung)  # the search went on after the hang
+
+
+def test_ranked_mutation_agent_tries_the_best_untried_edit_first_and_never_repeats(
+    rig: Rig,
+) -> None:
+    agent = MutationAgent(order="ranked")
+    first = rig.expand(agent, attempt=0)
+    # Line 4 runs in the failing test and in one passing test of three (line 2 in two): it ranks
+    # first, and an operator for its neighbour is the likeliest slip there.
+    assert edits(first) == ["grades.py:4 compare (>= -> <=): `>=` -> `<=`"]
+    assert first.transcript[1]["event"] == "candidates"
+    seen = [edits(first)[0]]
+    for attempt in range(1, 6):
+        result = rig.expand(agent, attempt=attempt)
+        assert result.status is AgentStatus.FINISHED
+        seen.append(edits(result)[0])
+    assert len(set(seen)) == 6  # each expansion a program not produced before
+
+
+def test_ranked_mutation_agent_order_ignores_the_seed(tmp_path: Path) -> None:
+    files = {"grades.py": GRADES.replace(">= 90", "> 90"), "tests/test_grades.py": GRADES_TESTS}
+    orders = []
+    for seed in ("1", "2"):
+        r = Rig(tmp_path / seed, files)
+        agent = MutationAgent(order="ranked", seed=int(seed))
+        orders.append([edits(r.expand(agent, attempt=a, seed=seed))[0] for a in range(3)])
+        r.close()
+    assert orders[0] == orders[1]
+
+
+def test_mutation_agent_rejects_an_unknown_order() -> None:
+    with pytest.raises(AgentError, match="field 'order'"):
+        MutationAgent.from_config({"order": "shuffled"})
+    agent = MutationAgent.from_config({"order": "ranked"})
+    assert "variable" in agent.operators and agent.family_weights["delete"] < 1
+    assert "variable" not in MutationAgent.from_config({}).operators  # sampled: classic only

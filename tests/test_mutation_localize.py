@@ -177,7 +177,10 @@ def test_localize_falls_back_to_tracebacks_when_coverage_cannot_wrap_the_command
 def test_localize_falls_back_when_coverage_is_switched_off(clamp_project: Path) -> None:
     loc = localize(clamp_project, spec(), use_coverage=False)
     assert loc.method == "traceback" and "switched off" in loc.note
-    assert loc.lines == ()  # an assertion failure's traceback shows only the test
+    # The traceback shows only the test; the failing assertion calls ``clamp``, whose lines
+    # are ranked (and ``total``'s are not).
+    assert {(s.path, s.line) for s in loc.lines} == {("calc.py", n) for n in (2, 3, 4, 5, 6)}
+    assert all(s.near_call == 1 and s.in_traceback == 0 for s in loc.lines)
 
 
 def test_localize_reports_a_state_without_failing_tests(workspace: Path) -> None:

@@ -102,3 +102,37 @@ def add_score(sub: Any) -> None:
         c.add_argument("--tree", help="only entries whose tree hash starts with this")
         _store_args(c)
         c.set_defaults(handler=handler)
+
+
+def _cmd_localize(args: argparse.Namespace) -> int:
+    from treesearch.agents.mutation import localize
+    from treesearch.agents.mutation.report import localization_data, localization_text
+    from treesearch.scoring import TestSpec
+
+    spec: dict[str, Any] = {"timeout": args.timeout}
+    if args.tests:
+        spec["command"] = args.tests
+    loc = localize(
+        args.workspace,
+        TestSpec.from_config(spec, source="--tests"),
+        formula=args.formula,
+        use_coverage=not args.no_coverage,
+    )
+    if args.json:
+        _emit_json(localization_data(loc, args.top, args.workspace))
+    else:
+        print(localization_text(loc, args.top, args.workspace))
+    return 0 if loc.lines else 1
+
+
+def add_localize(sub: Any) -> None:
+    """``treesearch localize``: the lines the failing tests point at, ranked."""
+    p = sub.add_parser("localize", help="rank the lines the failing tests point at")
+    p.add_argument("--workspace", "-w", default=".", metavar="DIR", help="default: here")
+    p.add_argument("--tests", metavar="CMD", help="test command (default: python -m pytest -q)")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="lines shown (default 10)")
+    p.add_argument("--formula", choices=("ochiai", "tarantula", "dstar"), default="ochiai")
+    p.add_argument("--no-coverage", action="store_true", help="rank by tracebacks only")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds (default 600)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_cmd_localize)

@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (
         _cli_snap.add_snap,
         _cli_score.add_score,
+        _cli_score.add_localize,
         _cli_search.add_search,
         _cli_eval.add_eval,
         _add_clean,

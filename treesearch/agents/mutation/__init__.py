@@ -1,27 +1,41 @@
-"""The ``mutation`` agent: offline, seeded program repair guided by fault localisation.
+"""The ``mutation`` agent: offline program repair guided by fault localisation.
 
 No model and no API key: each expansion ranks the project's lines by how strongly the failing
-tests point at them (coverage spectrum, Ochiai by default) and applies one small mutation
-(operator swap, negated condition, off-by-one, another variable, deleted or copied statement,
-...) to a suspicious line, sampled with the search's seeded RNG. See ``agent`` for the run, the
-``localize`` module for the ranking and ``operators`` for the edits.
+tests point at them (coverage spectrum, Ochiai by default; lines run at import time count for no
+test; ties go to the failing tracebacks, then to the functions a failing assertion calls) and
+applies one small edit to a suspicious line. Two modes (``order``):
 
-Config (a strategy of ``kind: mutation``)::
+- ``sampled`` (the default): one edit of the classic operator families (operator swap,
+  negated condition, off-by-one, another variable, deleted or copied statement, ...) drawn with
+  the search's seeded RNG;
+- ``ranked``: every candidate of every family at the top lines, classic operators and the fix
+  patterns of real bugs (``patterns``: undefined names, condition clauses, call wrappers,
+  methods and builtins, data-structure constants, off-by-one expressions, returned constants,
+  missing returns), deduplicated by the program they produce, left out when they use a
+  variable against its kind, and tried best first: suspiciousness squared x family prior x
+  edit weight, then the smallest change, then the one that removes least. Each expansion
+  applies the best edit not yet tried at that node; the search composes edits along its paths.
+
+See ``agent`` for the run, ``localize`` for the ranking, ``operators`` and ``patterns`` for the
+edits and ``ranking`` for the order.
+
+Config (a strategy of ``kind: mutation``; every field is a keyword argument of
+``MutationAgent``)::
 
     mutate:
       kind: mutation
       samples: 50          # controller: expansions per node (progressive widening under mcts)
       max_steps: 1         # controller: caps ``edits``
-      operators: [arith, compare, boolean, negate, constant, name, bounds, swap,
-                  delete, insert, return]     # default: all
+      order: sampled       # or ranked
+      operators: [...]     # families; default: the classic ones (sampled), all (ranked)
       formula: ochiai      # or tarantula, dstar
       top_lines: 10        # suspicious lines considered
       edits: 1             # edits per expansion (chained when > 1)
-      seed: 0              # mixed into the random stream
+      seed: 0              # mixed into the random stream (sampled)
       coverage: true       # false: rank by failing tracebacks only
       relocalize: false    # true: a coverage run on every expanded node (else inherited)
       traceback_boost: 0.5
-      family_weights: {delete: 0.5, insert: 0.5}   # prior per family (others 1)
+      family_weights: {delete: 0.5, insert: 0.5}   # prior per family (ranked: ranking.RANKED_PRIORS)
       exclude: []          # path globs never mutated (test files never are)
       tests: {command: ...}  # only when the search gives the agent no test spec
 """

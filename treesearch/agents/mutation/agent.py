@@ -37,9 +37,7 @@ mutant of a node twice.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-import os
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -50,8 +48,15 @@ from typing import Any
 from treesearch import sandbox
 from treesearch.agents import AgentContext, AgentCost, AgentResult, AgentStatus, check_fields
 from treesearch.agents.mutation._source import SourceFile
+from treesearch.agents.mutation._tried import _context, _TriedLog
 from treesearch.agents.mutation.localize import FORMULAS, Localization, inherit, localize
-from treesearch.agents.mutation.operators import FAMILIES, Edit, check, edits_at
+from treesearch.agents.mutation.operators import FAMILIES, Edit, check
+from treesearch.agents.mutation.ranking import (
+    ALL_FAMILIES,
+    RANKED_PRIORS,
+    edits_at_all,
+    rank_key,
+)
 from treesearch.errors import (
     AgentError,
     ConfigError,
@@ -70,7 +75,11 @@ _SHARPNESS = 2.0  # line weight = score ** _SHARPNESS
 # statement bugs are mostly expression slips: statement deletion and copying start at half weight.
 DEFAULT_FAMILY_WEIGHTS: Mapping[str, float] = {"delete": 0.5, "insert": 0.5}
 _FIELDS = {
-    "operators": f"a list of operator families out of {', '.join(FAMILIES)} (default: all)",
+    "operators": (
+        f"a list of families out of {', '.join(ALL_FAMILIES)} (default: the classic operators "
+        "when sampled, all when ranked)"
+    ),
+    "order": "sampled (default: one seeded draw per expansion) or ranked (best untried first)",
     "formula": f"the localisation formula: {', '.join(FORMULAS)} (default ochiai)",
     "top_lines": "how many of the most suspicious lines to mutate, an integer > 0 (default 10)",
     "edits": "edits per expansion, an integer > 0, capped by max_steps (default 1)",
@@ -102,7 +111,8 @@ class MutationAgent:
     def __init__(
         self,
         *,
-        operators: Sequence[str] = FAMILIES,
+        operators: Sequence[str] | None = None,
+        order: str = "sampled",
         formula: str = "ochiai",
         top_lines: int = 10,
         edits: int = 1,
@@ -115,18 +125,24 @@ class MutationAgent:
         tests: TestSpec | None = None,
     ) -> None:
         """Keyword arguments are the config fields (``from_config`` validates a mapping)."""
-        unknown = [op for op in operators if op not in FAMILIES]
+        if order not in ("sampled", "ranked"):
+            raise AgentError(f"mutation agent: field 'order' must be {_FIELDS['order']}")
+        if operators is None:
+            operators = FAMILIES if order == "sampled" else ALL_FAMILIES
+        unknown = [op for op in operators if op not in ALL_FAMILIES]
         if unknown or not operators:
             raise AgentError(
                 f"mutation agent: field 'operators' must list families out of "
-                f"{', '.join(FAMILIES)}; got {list(operators)!r}"
+                f"{', '.join(ALL_FAMILIES)}; got {list(operators)!r}"
             )
+        self.order = order
+        """``sampled`` (a seeded draw per expansion) or ``ranked`` (the best untried edit)."""
         if formula not in FORMULAS:
             raise AgentError(
                 f"mutation agent: field 'formula' must be one of {', '.join(FORMULAS)}; "
                 f"got {formula!r}"
             )
-        self.operators: tuple[str, ...] = tuple(f for f in FAMILIES if f in operators)
+        self.operators: tuple[str, ...] = tuple(f for f in ALL_FAMILIES if f in operators)
         """Operator families in use."""
         self.formula = formula
         """Spectrum formula (``ochiai``, ``tarantula``, ``dstar``)."""
@@ -143,13 +159,13 @@ class MutationAgent:
         parent's ranking."""
         self.traceback_boost = traceback_boost
         """Added to a line's score per share of failing tests whose traceback shows it."""
-        weights = dict(DEFAULT_FAMILY_WEIGHTS)
+        weights = dict(DEFAULT_FAMILY_WEIGHTS if order == "sampled" else RANKED_PRIORS)
         weights.update(family_weights or {})
-        bad = [f for f, w in weights.items() if f not in FAMILIES or not w >= 0]
+        bad = [f for f, w in weights.items() if f not in ALL_FAMILIES or not w >= 0]
         if bad:
             raise AgentError(
                 f"mutation agent: field 'family_weights' must map families out of "
-                f"{', '.join(FAMILIES)} to numbers >= 0; bad: {', '.join(map(str, bad))}"
+                f"{', '.join(ALL_FAMILIES)} to numbers >= 0; bad: {', '.join(map(str, bad))}"
             )
         self.family_weights: dict[str, float] = weights
         """Prior weight of each operator family when sampling an edit of a line."""
@@ -168,14 +184,15 @@ class MutationAgent:
         if "operators" in config:
             ops = config["operators"]
             if ops == "all":
-                ops = list(FAMILIES)
+                ops = list(ALL_FAMILIES)
             if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
                 raise AgentError(
                     f"mutation agent: field 'operators' must be {_FIELDS['operators']}"
                 )
             kw["operators"] = ops
-        if "formula" in config:
-            kw["formula"] = config["formula"]
+        for name in ("formula", "order"):
+            if name in config:
+                kw[name] = config[name]
         for name in ("top_lines", "edits", "seed"):
             if name in config:
                 value = config[name]
@@ -291,7 +308,10 @@ class MutationAgent:
                     "avoid": len(avoid),
                 }
             )
-            picked = _pick(pool, stream, sources, self.family_weights)
+            if self.order == "ranked":
+                picked = _first_ranked(pool, sources, self.family_weights)
+            else:
+                picked = _pick(pool, stream, sources, self.family_weights)
             if picked is None:
                 if applied == 0:
                     return done(
@@ -360,7 +380,7 @@ class MutationAgent:
             src = sources.file(s.path)  # localize already left out tests and ``exclude``
             if src is None:
                 continue
-            if not edits_at(src, s.line, self.operators):
+            if not edits_at_all(src, s.line, self.operators, typed=self.order == "ranked"):
                 continue
             out.append((s.path, s.line, s.score))
             if len(out) == self.top_lines:
@@ -381,7 +401,7 @@ class MutationAgent:
             src = sources.file(path)
             if src is None:
                 continue
-            for edit in edits_at(src, line, self.operators):
+            for edit in edits_at_all(src, line, self.operators, typed=self.order == "ranked"):
                 key = _program_key(sources, edit, src, original)
                 if key not in seen:
                     seen.add(key)
@@ -525,6 +545,23 @@ def _pick(
     return None
 
 
+def _first_ranked(
+    pool: list[_Candidate], sources: _Sources, family_weights: Mapping[str, float]
+) -> tuple[_Candidate, float] | None:
+    """The first edit in the ranked order (``ranking.rank_key``) that compiles and changes the
+    AST; returns it with its share of the pool's total weight."""
+    keyed = sorted(
+        (rank_key(c.score, c.edit, family_weights.get(c.edit.family, 1.0)), i, c)
+        for i, c in enumerate(pool)
+    )
+    total = -sum(k[0][0] for k in keyed) or 1.0
+    for key, _, cand in keyed:
+        src = sources.file(cand.edit.path)
+        if src is not None and check(src, cand.edit) is None:
+            return cand, -key[0] / total
+    return None
+
+
 def _program_key(
     sources: _Sources, edit: Edit, src: SourceFile, original: Mapping[str, bytes | None]
 ) -> str:
@@ -565,102 +602,3 @@ def _shift(
         if moved is not None:
             out.append((path, moved, score))
     return out
-
-
-def _context(source: bytes, edit: Edit) -> tuple[str, str]:
-    """``(old, new)`` for ``replace_in_file``: whole lines around the edit, widened until ``old``
-    occurs once in the file. ``("", "")`` when no unique context exists."""
-    starts = [0]
-    for i, byte in enumerate(source):
-        if byte == 0x0A:
-            starts.append(i + 1)
-
-    def line_index(offset: int) -> int:
-        lo, hi = 0, len(starts) - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if starts[mid] <= offset:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
-    first = line_index(edit.start)
-    last = line_index(max(edit.start, edit.end - 1))
-
-    def end_of(index: int) -> int:
-        return starts[index + 1] if index + 1 < len(starts) else len(source)
-
-    grow_up = True
-    while True:
-        rs, re_ = starts[first], end_of(last)
-        old = source[rs:re_]
-        if old and _occurs_once(source, old):
-            new = source[rs : edit.start] + edit.text.encode("utf-8") + source[edit.end : re_]
-            return old.decode("utf-8"), new.decode("utf-8")
-        if first == 0 and end_of(last) >= len(source):
-            return "", ""
-        if (grow_up and first > 0) or end_of(last) >= len(source):
-            first -= 1
-        else:
-            last += 1
-        grow_up = not grow_up
-
-
-def _occurs_once(haystack: bytes, needle: bytes) -> bool:
-    first = haystack.find(needle)
-    return first != -1 and haystack.find(needle, first + 1) == -1
-
-
-class _TriedLog:
-    """Programs already produced from one node (see the module docstring)."""
-
-    def __init__(
-        self, folder: Path | None, node: str, memory: dict[str, list[dict[str, str]]]
-    ) -> None:
-        self.file = folder / f"{node}.jsonl" if folder is not None else None
-        self.node = node
-        self.memory = memory
-
-    def _entries(self) -> list[dict[str, str]]:
-        if self.file is None:
-            return list(self.memory.get(self.node, ()))
-        try:
-            raw = self.file.read_text(encoding="utf-8")
-        except OSError:
-            return []
-        out = []
-        for line in raw.splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a line cut short by a crash
-            if isinstance(entry, dict) and isinstance(entry.get("key"), str):
-                out.append({"tag": str(entry.get("tag", "")), "key": entry["key"]})
-        return out
-
-    def avoid(self, tag: str) -> set[str]:
-        """Keys to avoid: those logged before ``tag``'s own entry, or all when it has none."""
-        entries = self._entries()
-        for i, entry in enumerate(entries):
-            if entry["tag"] == tag:
-                return {e["key"] for e in entries[:i]}
-        return {e["key"] for e in entries}
-
-    def record(self, tag: str, key: str) -> None:
-        entry = {"tag": tag, "key": key}
-        if entry in self._entries():
-            return
-        if self.file is None:
-            self.memory.setdefault(self.node, []).append(entry)
-            return
-        try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            # One short O_APPEND write per entry: concurrent writers do not interleave lines.
-            fd = os.open(self.file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                os.write(fd, (json.dumps(entry) + "\n").encode("utf-8"))
-            finally:
-                os.close(fd)
-        except OSError:
-            self.memory.setdefault(self.node, []).append(entry)

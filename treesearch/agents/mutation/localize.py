@@ -6,13 +6,20 @@ parametrised case is its own test; the data file and the plugin live in a tempor
 outside the workspace, and no ``.coverage``, ``__pycache__`` or ``.pytest_cache`` is left in
 it). Test outcomes come from the JUnit report of the same run (``treesearch.scoring.run_tests``);
 when the run times out, from the plugin's own log, the test that was running counting as failed.
-Lines run at import time (coverage's empty context) count as run by every test.
+Lines run at import time (coverage's empty context: module-level imports, ``def`` and ``class``
+statements, constants) count as run by no test: they run once, whatever the test, and would
+otherwise rank with every line all failing tests share. A line also run inside a test (a
+function body) is counted for that test as usual.
 
 Each statement line of a project file (test files and ``exclude`` globs left out) gets a
 suspiciousness from a spectrum formula over failing and passing tests (``FORMULAS``: Ochiai by
 default, Tarantula, DStar with * = 2), scaled so the top line is 1; lines that appear in the
 tracebacks of failing tests get ``traceback_boost`` x (share of failing tests whose traceback
-shows them) on top. Lines are reported per statement: a line of a multi-line statement counts
+shows them) on top. Ties are broken by proximity to the failing assertion's call: lines in
+the traceback first, then lines of a function that the failing assertions call (``assert
+f(x) == y`` names ``f``; pytest's report of the failing line and its ``where`` lines are read).
+Under the traceback fallback, lines of such functions also score (half a traceback frame), so
+an assertion that fails without a frame in the project still points at the function it calls. Lines are reported per statement: a line of a multi-line statement counts
 as the statement's first line.
 
 When coverage cannot run (the command is not a plain pytest invocation, coverage.py is missing
@@ -29,13 +36,10 @@ crash), the ranking is used once, its note says why, and the next call tries aga
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import hashlib
 import json
 import math
 import os
-import re
-import shlex
 import tempfile
 import threading
 import time
@@ -45,20 +49,26 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from treesearch import lifecycle
-from treesearch.agents.mutation._source import SourceFile
+from treesearch.agents.mutation._coverage_run import CoverageRun, run_with_coverage, wrap
+from treesearch.agents.mutation._frames import (
+    _Files,
+    _traceback_lines,
+    called_in_failure,
+    is_test_path,
+)
 from treesearch.scoring import Outcome, RunStatus, TestRun, TestSpec, run_tests
 
 __all__ = [
     "FORMULAS",
     "Localization",
     "SuspiciousLine",
+    "called_in_failure",
     "inherit",
     "is_test_path",
     "localize",
 ]
 
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 
 # --- formulas -------------------------------------------------------------------------------------
 
@@ -115,6 +125,8 @@ class SuspiciousLine:
     """Passing tests that run the line (ep)."""
     in_traceback: int
     """Failing tests whose traceback shows the line."""
+    near_call: int = 0
+    """Failing tests whose failing assertion calls the function that holds the line."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +191,7 @@ class Localization:
                     "ef": s.failed,
                     "ep": s.passed,
                     "tb": s.in_traceback,
+                    "near": s.near_call,
                 }
                 for s in self.lines[:limit]
             ],
@@ -192,7 +205,7 @@ class _Spectrum:
     method: str
     failing: list[str]
     passing: int
-    counts: dict[str, dict[int, list[int]]]  # path -> line -> [ef, ep, tb]
+    counts: dict[str, dict[int, list[int]]]  # path -> line -> [ef, ep, tb, near]
     note: str = ""
     run_status: str = ""
     inherited_from: str | None = None  # the tree whose test run this is (see ``inherit``)
@@ -232,252 +245,7 @@ class _Spectrum:
         )
 
 
-# --- test files -----------------------------------------------------------------------------------
-
-_TEST_DIRS = frozenset({"tests", "test", "testing"})
-
-
-def is_test_path(rel: str, exclude: Sequence[str] = ()) -> bool:
-    """True for files that belong to the test suite (never edited, never ranked): ``test_*.py``,
-    ``*_test.py``, ``conftest.py``, anything under a ``tests``/``test``/``testing`` folder, and
-    paths matching one of the ``exclude`` globs (``fnmatch`` on the path and on the name)."""
-    parts = rel.split("/")
-    name = parts[-1]
-    if name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py"):
-        return True
-    if any(p in _TEST_DIRS for p in parts[:-1]):
-        return True
-    return any(fnmatch.fnmatch(rel, g) or fnmatch.fnmatch(name, g) for g in exclude)
-
-
-# --- the coverage run -----------------------------------------------------------------------------
-
-_PLUGIN_MODULE = "_treesearch_fl_contexts"
-_PLUGIN_SOURCE = '''\
-"""Written by treesearch: one coverage context per test (its node id), and an outcome log."""
-import coverage
-import pytest
-
-LOG = None
-
-
-def _switch(name):
-    cov = coverage.Coverage.current()
-    if cov is not None:
-        cov.switch_context(name)
-
-
-def _log(*fields):
-    if LOG is not None:
-        with open(LOG, "a", encoding="utf-8") as handle:
-            handle.write("\\t".join(f.replace("\\t", " ").replace("\\n", " ") for f in fields))
-            handle.write("\\n")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item):
-    _log("start", item.nodeid)
-    _switch(item.nodeid)
-
-
-def pytest_runtest_logreport(report):
-    _log("report", report.nodeid, report.when, report.outcome)
-
-
-def pytest_runtest_logfinish(nodeid, location):
-    _switch("")
-'''
-# argv: python -c BOOT <rcfile> <plugin dir> <log file> <pytest args...>
-_BOOT = (
-    "import sys; rc, d, log = sys.argv[1:4]; sys.path.append(d); "
-    f"import {_PLUGIN_MODULE} as p; p.LOG = log; "
-    "from coverage.cmdline import main; "
-    f"sys.exit(main(['run', '--rcfile=' + rc, '-m', 'pytest', '-p', '{_PLUGIN_MODULE}', "
-    "*sys.argv[4:]]))"
-)
-_PYTHON_WORD = re.compile(r"^python(\d+(\.\d+)*)?$")
-_PYTEST_WORD = re.compile(r"^py\.?test$")
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_SHELL_META = re.compile(r"[;&|<>`$(){}\n*?]")
-
-
-@dataclass(frozen=True)
-class _Wrapped:
-    python: str
-    args: tuple[str, ...]
-    env: dict[str, str]
-
-
-def _wrap(spec: TestSpec) -> _Wrapped | str:
-    """Split a pytest command into (python, pytest args, env); a reason string if impossible."""
-    if not spec.is_pytest:
-        return "the test command is not a pytest command"
-    if isinstance(spec.command, str):
-        if _SHELL_META.search(spec.command):
-            return "the test command uses shell syntax that cannot be wrapped in coverage"
-        try:
-            words = shlex.split(spec.command)
-        except ValueError as exc:
-            return f"cannot split the test command: {exc}"
-    else:
-        words = list(spec.command)
-    env: dict[str, str] = {}
-    while words and _ASSIGNMENT.match(words[0]):
-        name, _, value = words.pop(0).partition("=")
-        env[name] = value
-    if (
-        len(words) >= 3
-        and _PYTHON_WORD.match(os.path.basename(words[0]))
-        and words[1:3]
-        == [
-            "-m",
-            "pytest",
-        ]
-    ):
-        return _Wrapped(words[0], tuple(words[3:]), env)
-    if words and _PYTEST_WORD.match(os.path.basename(words[0])):
-        return _Wrapped("python", tuple(words[1:]), env)
-    return "the test command is neither `python -m pytest ...` nor `pytest ...`"
-
-
-@dataclass
-class _CoverageRun:
-    run: TestRun
-    contexts: dict[str, dict[str, set[int]]]  # context -> abs path -> lines
-    log: list[list[str]]
-    problem: str = ""
-
-
-def _run_with_coverage(
-    spec: TestSpec, workspace: Path, wrapped: _Wrapped, timeout: float
-) -> _CoverageRun:
-    from coverage import CoverageData  # imported here: only this path needs coverage.py
-
-    with lifecycle.scratch_dir("fl") as tmp:
-        folder = Path(tmp)
-        (folder / f"{_PLUGIN_MODULE}.py").write_text(_PLUGIN_SOURCE, encoding="utf-8")
-        data_file = folder / "coverage.data"
-        rc = folder / "coveragerc"
-        root = os.path.realpath(workspace)
-        rc.write_text(
-            "[run]\n"
-            f"data_file = {data_file}\n"
-            f"include = {root}{os.sep}*\n"
-            # SIGTERM (the sandbox's first signal on a timeout) still writes the data.
-            "sigterm = true\n"
-            "disable_warnings = no-data-collected, module-not-measured, couldnt-parse\n",
-            encoding="utf-8",
-        )
-        log_file = folder / "outcomes.log"
-        command = (
-            wrapped.python,
-            "-c",
-            _BOOT,
-            str(rc),
-            str(folder),
-            str(log_file),
-            *wrapped.args,
-        )
-        # sys.monitoring (coverage's default core on Python 3.14+) cannot switch contexts: ask
-        # for the C tracer (older coverage ignores the variable).
-        env = {
-            **spec.env,
-            **wrapped.env,
-            "COVERAGE_FILE": str(data_file),
-            "COVERAGE_CORE": "ctrace",
-        }
-        run_spec = TestSpec(
-            command=command,
-            cwd=spec.cwd,
-            timeout=timeout,
-            env=env,
-            tests=spec.tests,
-            runner="pytest",
-        )
-        run = run_tests(run_spec, workspace)
-        log: list[list[str]] = []
-        with contextlib.suppress(OSError):
-            log = [
-                line.split("\t")
-                for line in log_file.read_text(encoding="utf-8", errors="replace").splitlines()
-            ]
-        contexts: dict[str, dict[str, set[int]]] = {}
-        if not data_file.exists():
-            tail = run.output.strip().splitlines()[-1:] or [run.problem]
-            return _CoverageRun(run, contexts, log, f"coverage wrote no data ({tail[0][:200]})")
-        try:
-            data = CoverageData(basename=str(data_file))
-            data.read()
-            for path in data.measured_files():
-                for lineno, names in data.contexts_by_lineno(path).items():
-                    for name in names:
-                        contexts.setdefault(name, {}).setdefault(path, set()).add(lineno)
-        except Exception as exc:  # coverage's data errors have no common base class
-            return _CoverageRun(run, {}, log, f"cannot read the coverage data: {exc}")
-        return _CoverageRun(run, contexts, log)
-
-
-# --- tracebacks -----------------------------------------------------------------------------------
-
-_TB_PYTEST = re.compile(r"^(\S[^\n]*?\.py):(\d+):", re.MULTILINE)
-_TB_NATIVE = re.compile(r'File "([^"\n]+\.py)", line (\d+)')
-
-
-def _traceback_lines(text: str) -> list[tuple[str, int]]:
-    found = [(m.group(1), int(m.group(2))) for m in _TB_PYTEST.finditer(text)]
-    found += [(m.group(1), int(m.group(2))) for m in _TB_NATIVE.finditer(text)]
-    return found
-
-
-# --- the spectrum ---------------------------------------------------------------------------------
-
-
-class _Files:
-    """Maps raw file names to workspace-relative project files and lines to statement heads."""
-
-    def __init__(self, workspace: Path, cwd: Path, exclude: Sequence[str]) -> None:
-        self.root = os.path.realpath(workspace)
-        self.cwd = cwd
-        self.exclude = tuple(exclude)
-        self._rel: dict[str, str | None] = {}
-        self._heads: dict[str, dict[int, int] | None] = {}
-
-    def rel(self, name: str) -> str | None:
-        """Workspace-relative path of a project (non-test) ``.py`` file, else ``None``."""
-        if name in self._rel:
-            return self._rel[name]
-        result: str | None = None
-        candidates = (
-            [name] if os.path.isabs(name) else [str(self.cwd / name), os.path.join(self.root, name)]
-        )
-        for candidate in candidates:
-            real = os.path.realpath(candidate)
-            if not real.startswith(self.root + os.sep) or not os.path.isfile(real):
-                continue
-            rel = os.path.relpath(real, self.root).replace(os.sep, "/")
-            if rel.endswith(".py") and not is_test_path(rel, self.exclude):
-                result = rel
-            break
-        self._rel[name] = result
-        return result
-
-    def head(self, rel: str, line: int) -> int | None:
-        """The first line of the statement that holds ``line`` (``None``: not a statement)."""
-        if rel not in self._heads:
-            try:
-                source = Path(self.root, rel).read_bytes()
-                self._heads[rel] = SourceFile(rel, source).heads
-            except (OSError, SyntaxError, ValueError):
-                self._heads[rel] = None
-        heads = self._heads[rel]
-        if heads is None:
-            return line
-        return heads.get(line)
-
-
-def _outcomes(
-    cov: _CoverageRun | None, run: TestRun
-) -> tuple[dict[str, bool], dict[str, str], str]:
+def _outcomes(cov: CoverageRun | None, run: TestRun) -> tuple[dict[str, bool], dict[str, str], str]:
     """Test id -> failed?, test id -> traceback text, and a note."""
     failed: dict[str, bool] = {}
     texts: dict[str, str] = {}
@@ -527,17 +295,17 @@ def _spectrum(
 ) -> _Spectrum:
     cwd = (workspace / spec.cwd).resolve()
     files = _Files(workspace, cwd, exclude)
-    cov: _CoverageRun | None = None
+    cov: CoverageRun | None = None
     note = ""
     env_failure = False
     if use_coverage:
-        wrapped = _wrap(spec)
+        wrapped = wrap(spec)
         if isinstance(wrapped, str):
             note = f"coverage not used: {wrapped}"
         else:
             files.exclude = files.exclude + _path_args(cwd, wrapped.args, files.root)
             try:
-                cov = _run_with_coverage(spec, workspace, wrapped, timeout)
+                cov = run_with_coverage(spec, workspace, wrapped, timeout)
             except ImportError:
                 note = "coverage not used: coverage.py is not installed here"
                 env_failure = True
@@ -557,7 +325,7 @@ def _spectrum(
     counts: dict[str, dict[int, list[int]]] = {}
 
     def bump(rel: str, line: int, index: int) -> None:
-        counts.setdefault(rel, {}).setdefault(line, [0, 0, 0])[index] += 1
+        counts.setdefault(rel, {}).setdefault(line, [0, 0, 0, 0])[index] += 1
 
     for test_id in failing:
         seen: set[tuple[str, int]] = set()
@@ -571,16 +339,25 @@ def _spectrum(
     if usable is not None:
         method = "coverage"
         per_context = _lines_per_context(usable.contexts, files)
-        shared = per_context.pop("", set())
+        per_context.pop("", None)  # import time: run by no test in particular
         by_test: dict[str, set[tuple[str, int]]] = {}
         for name, lines in per_context.items():
             case = run.get(name) if run.tests else None
             key = case.id if case is not None else name
             by_test.setdefault(key, set()).update(lines)
         for test_id, is_failing in failed.items():
-            lines = by_test.get(test_id, set()) | shared
-            for rel, head in lines:
+            for rel, head in by_test.get(test_id, set()):
                 bump(rel, head, 0 if is_failing else 1)
+    files_seen = list(counts) if method == "coverage" else files.project_files()
+    for test_id in failing:
+        called = called_in_failure(texts.get(test_id, ""))
+        if not called:
+            continue
+        for rel in files_seen:
+            for head in files.function_lines(rel, called):
+                if method == "coverage" and head not in counts.get(rel, {}):
+                    continue  # not run by any test: not near the failure
+                bump(rel, head, 3)
     notes = [n for n in (note, outcome_note) if n]
     if not failing:
         notes.append(f"no failing tests ({run.summary()})")
@@ -647,7 +424,7 @@ def _rank(spectrum: _Spectrum, formula: str, boost: float) -> tuple[SuspiciousLi
         return ()
     raw: dict[tuple[str, int], float] = {}
     for path, lines in spectrum.counts.items():
-        for line, (ef, ep, _) in lines.items():
+        for line, (ef, ep, *_) in lines.items():
             if spectrum.method == "coverage":
                 raw[(path, line)] = fn(ef, ep, n_fail - ef, spectrum.passing - ep)
             else:
@@ -655,13 +432,13 @@ def _rank(spectrum: _Spectrum, formula: str, boost: float) -> tuple[SuspiciousLi
     top = max(raw.values(), default=0.0)
     out = []
     for (path, line), value in raw.items():
-        ef, ep, tb = spectrum.counts[path][line]
+        ef, ep, tb, near = (spectrum.counts[path][line] + [0, 0, 0, 0])[:4]
         score = (value / top if top > 0 else 0.0) + (
-            boost * tb / n_fail if spectrum.method == "coverage" else tb / n_fail
+            boost * tb / n_fail if spectrum.method == "coverage" else (tb + 0.5 * near) / n_fail
         )
         if score > 0:
-            out.append(SuspiciousLine(path, line, score, ef, ep, tb))
-    out.sort(key=lambda s: (-s.score, -s.in_traceback, s.path, s.line))
+            out.append(SuspiciousLine(path, line, score, ef, ep, tb, near))
+    out.sort(key=lambda s: (-round(s.score, 9), -s.in_traceback, -s.near_call, s.path, s.line))
     return tuple(out)
 
 

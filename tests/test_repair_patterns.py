@@ -1,0 +1,292 @@
+"""Fix-pattern families of the mutation agent (``agents/mutation/patterns``): each edit is exact
+(the whole file after it is spelled out) and leaves every byte outside its span as it was."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from treesearch.agents.mutation import SourceFile, check
+from treesearch.agents.mutation.operators import Edit
+from treesearch.agents.mutation.patterns import PATTERN_FAMILIES
+from treesearch.agents.mutation.ranking import ALL_FAMILIES, edits_at_all, rank_key
+
+
+def source(text: str) -> SourceFile:
+    return SourceFile("prog.py", textwrap.dedent(text).encode("utf-8"))
+
+
+def find(src: SourceFile, line: int, family: str, operator: str, text: str | None = None) -> Edit:
+    found = [
+        e
+        for e in edits_at_all(src, line, [family])
+        if e.operator == operator and (text is None or e.text == text)
+    ]
+    assert len(found) == 1, [e.operator for e in edits_at_all(src, line, [family])]
+    return found[0]
+
+
+def assert_exact(src: SourceFile, edit: Edit, expected: str) -> None:
+    after = edit.apply(src.source)
+    assert after.decode("utf-8") == textwrap.dedent(expected)
+    # Nothing outside the edit's span moved.
+    assert after[: edit.start] == src.source[: edit.start]
+    assert after[edit.start + len(edit.text.encode("utf-8")) :] == src.source[edit.end :]
+    assert check(src, edit) is None
+
+
+# Comments and odd spacing around the edited line must survive byte for byte.
+PROG = """\
+def search(x, seq):  # keep me
+    for i in range(len(seq)):
+        if x <= seq[i] and   x > 0:
+            return i
+    # trailing comment
+"""
+
+
+def test_clause_drops_one_operand_of_an_and_condition() -> None:
+    src = source(PROG)
+    edit = find(src, 3, "clause", "drop clause 2")
+    assert_exact(src, edit, PROG.replace("if x <= seq[i] and   x > 0:", "if x <= seq[i]:"))
+
+
+def test_clause_adds_a_condition_written_elsewhere_in_the_function() -> None:
+    src = source(
+        """\
+        def f(a, b):
+            if a > 0:
+                return 1
+            while b < 3:
+                b += 1
+            return b
+        """
+    )
+    edit = find(src, 2, "clause", "add clause: and b < 3")
+    assert_exact(
+        src,
+        edit,
+        """\
+        def f(a, b):
+            if a > 0 and b < 3:
+                return 1
+            while b < 3:
+                b += 1
+            return b
+        """,
+    )
+
+
+def test_missing_return_is_added_after_a_statement_in_tail_position() -> None:
+    src = source(PROG)
+    edit = find(src, 2, "missing", "add `return len(seq)` at the end")
+    assert_exact(
+        src,
+        edit,
+        """\
+        def search(x, seq):  # keep me
+            for i in range(len(seq)):
+                if x <= seq[i] and   x > 0:
+                    return i
+            return len(seq)
+            # trailing comment
+        """,
+    )
+
+
+def test_missing_return_is_not_offered_inside_a_loop_body() -> None:
+    src = source(PROG)
+    assert not edits_at_all(src, 3, ["missing"])  # the ``if`` is the last of the loop's body
+
+
+def test_missing_return_after_an_if_else_at_the_end_of_the_function() -> None:
+    src = source(
+        """\
+        def f(seq):
+            if seq == []:
+                return 0
+            else:
+                for e in seq:
+                    pass
+        """
+    )
+    edit = find(src, 5, "missing", "add `return 0` at the end")
+    assert_exact(
+        src,
+        edit,
+        """\
+        def f(seq):
+            if seq == []:
+                return 0
+            else:
+                for e in seq:
+                    pass
+                return 0
+        """,
+    )
+
+
+def test_wrapper_wraps_a_variable_in_len() -> None:
+    src = source("def f(xs, n):\n    return n < xs\n")
+    edit = find(src, 2, "wrapper", "wrap in len()", "len(xs)")
+    assert_exact(src, edit, "def f(xs, n):\n    return n < len(xs)\n")
+
+
+def test_wrapper_drops_an_extra_wrapper() -> None:
+    src = source("def f(xs):\n    return int(xs[0])\n")
+    edit = find(src, 2, "wrapper", "drop int()")
+    assert_exact(src, edit, "def f(xs):\n    return xs[0]\n")
+
+
+def test_method_swaps_append_for_extend() -> None:
+    src = source("def f(a, b):\n    a.append(b)  # x\n    return a\n")
+    edit = find(src, 2, "method", ".append -> .extend")
+    assert_exact(src, edit, "def f(a, b):\n    a.extend(b)  # x\n    return a\n")
+
+
+def test_method_turns_sort_into_sorted() -> None:
+    src = source("def f(a):\n    b = a.sort(key=len)\n    return b\n")
+    edit = find(src, 2, "method", "x.sort() -> sorted(x)")
+    assert_exact(src, edit, "def f(a):\n    b = sorted(a, key=len)\n    return b\n")
+
+
+def test_method_assigns_a_discarded_sorted_result() -> None:
+    src = source("def f(a):\n    sorted(a)\n    return a\n")
+    edit = find(src, 2, "method", "sorted(x) -> x = sorted(x)")
+    assert_exact(src, edit, "def f(a):\n    a = sorted(a)\n    return a\n")
+
+
+def test_method_adds_and_drops_reverse_in_a_sort() -> None:
+    src = source("def f(a):\n    return sorted(a, key=abs)\n")
+    edit = find(src, 2, "method", "sorted(..., reverse=True)")
+    assert_exact(src, edit, "def f(a):\n    return sorted(a, key=abs, reverse=True)\n")
+    src = source("def f(a):\n    a.sort(reverse=True, key=abs)\n")
+    edit = find(src, 2, "method", "sort: drop reverse")
+    assert_exact(src, edit, "def f(a):\n    a.sort(key=abs)\n")
+
+
+def test_method_turns_an_augmented_concatenation_into_append() -> None:
+    src = source("def f(a, i):\n    a += i\n    return a\n")
+    edit = find(src, 2, "method", "+= -> .append()")
+    assert_exact(src, edit, "def f(a, i):\n    a.append(i)\n    return a\n")
+
+
+def test_method_swaps_a_builtin() -> None:
+    src = source("def f(a):\n    return min(a)\n")
+    edit = find(src, 2, "method", "call min -> sum")
+    assert_exact(src, edit, "def f(a):\n    return sum(a)\n")
+
+
+def test_structure_swaps_an_empty_container_for_another() -> None:
+    src = source("def f():\n    seen = []  # c\n    return seen\n")
+    edit = find(src, 2, "structure", "[] -> set()")
+    assert_exact(src, edit, "def f():\n    seen = set()  # c\n    return seen\n")
+
+
+def test_structure_turns_a_list_literal_into_a_tuple() -> None:
+    src = source("def f(a):\n    return [a]\n")
+    edit = find(src, 2, "structure", "list -> tuple")
+    assert_exact(src, edit, "def f(a):\n    return (a,)\n")
+
+
+def test_offbyone_shifts_a_compared_expression_with_parentheses_when_needed() -> None:
+    src = source("def f(i, xs):\n    return i * 2 < len(xs)\n")
+    edit = find(src, 2, "offbyone", "expression -1", "len(xs) - 1")
+    assert_exact(src, edit, "def f(i, xs):\n    return i * 2 < len(xs) - 1\n")
+
+
+def test_offbyone_leaves_sequences_alone_when_typed() -> None:
+    src = source("def f(i, xs):\n    for x in xs:\n        pass\n    return xs == i\n")
+    typed = [e.text for e in edits_at_all(src, 4, ["offbyone"], typed=True)]
+    untyped = [e.text for e in edits_at_all(src, 4, ["offbyone"])]
+    assert "xs + 1" in untyped and "xs + 1" not in typed and "i + 1" in typed
+
+
+def test_retval_returns_a_constant_instead() -> None:
+    src = source("def f(xs):\n    return xs[0]\n")
+    edit = find(src, 2, "retval", "return 0")
+    assert_exact(src, edit, "def f(xs):\n    return 0\n")
+
+
+def test_variable_replaces_an_undefined_name_by_the_closest_variable_first() -> None:
+    src = source(
+        """\
+        def f(lst):
+            new_lst = []
+            for item in lst:
+                new_list.append(item)
+            return new_lst
+        """
+    )
+    edits = edits_at_all(src, 4, ["variable"])
+    assert edits[0].operator == "undefined new_list -> new_lst" and edits[0].weight == 1.0
+    assert_exact(
+        src,
+        edits[0],
+        """\
+        def f(lst):
+            new_lst = []
+            for item in lst:
+                new_lst.append(item)
+            return new_lst
+        """,
+    )
+    assert not edits_at_all(src, 5, ["variable"])  # defined names are the ``name`` family's
+
+
+def test_variable_replaces_a_hard_coded_slice_bound_by_a_parameter() -> None:
+    src = source("def top(xs, k):\n    return xs[:3]\n")
+    edit = find(src, 2, "variable", "3 -> k")
+    assert_exact(src, edit, "def top(xs, k):\n    return xs[:k]\n")
+
+
+def test_name_swaps_against_a_variables_kind_are_left_out_when_typed() -> None:
+    src = source("def f(seq, n):\n    for x in seq:\n        n += 1\n    return n\n")
+    typed = {e.operator for e in edits_at_all(src, 4, ["return", "name"], typed=True)}
+    untyped = {e.operator for e in edits_at_all(src, 4, ["return", "name"])}
+    assert "n -> seq" in untyped and "n -> seq" not in typed and "n -> x" in typed
+
+
+@pytest.mark.parametrize("family", PATTERN_FAMILIES)
+def test_every_pattern_edit_splices_only_its_own_span(family: str) -> None:
+    text = textwrap.dedent(
+        """\
+        LIMIT = 3
+
+
+        def pick(xs, k):  # comment
+            out = []
+            if not xs or k < 0:
+                return None
+            for i in range(len(xs)):
+                if xs[i] > LIMIT and i < k:
+                    out.append(xs[i])
+            out.sort()
+            return out[:3]
+
+
+        def tail(xs):
+            for x in xs:
+                if x:
+                    return x
+        """
+    )
+    src = SourceFile("prog.py", text.encode("utf-8"))
+    count = 0
+    for line in sorted(set(src.heads.values())):
+        for edit in edits_at_all(src, line, [family]):
+            after = edit.apply(src.source)
+            assert after[: edit.start] == src.source[: edit.start]
+            assert after[len(after) - (len(src.source) - edit.end) :] == src.source[edit.end :]
+            count += 1
+    assert count > 0
+
+
+def test_ranked_order_puts_the_smaller_change_first_among_equals() -> None:
+    src = source("def f(a, b):\n    return a - b\n")
+    edits = [e for e in edits_at_all(src, 2, ALL_FAMILIES) if e.family in ("arith", "missing")]
+    small = next(e for e in edits if e.operator == "- -> +")
+    key_small = rank_key(1.0, small, 1.0)
+    bigger = Edit(small.path, 2, "arith", "x", small.start, small.end, "a + b + 0")
+    assert key_small < rank_key(1.0, bigger, 1.0)

@@ -1,5 +1,8 @@
 """The ``patch`` agent and a pure-Python unified-diff applier.
 
+(Over 700 lines: the parser, planner and applier share private types; splitting them is left
+for the next step of #13.)
+
 The applier reads git-style and plain ``diff -u`` patches (new files, deleted files, ``/dev/null``,
 renames, exec-bit changes, ``\\ No newline at end of file``, CRLF content) and applies them with
 exact context matching: a hunk may move up or down (the nearest offset wins, hunks stay in order)

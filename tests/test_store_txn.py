@@ -601,6 +601,25 @@ def test_gc_safety_snapshots_have_their_own_retention_and_the_last_restores_stay
     assert (workspace / "f.txt").read_text() == "edited 3\n"
 
 
+def test_gc_max_age_leaves_alone_snapshots_a_search_dated_by_its_fixed_dates(
+    workspace: Path, home: Path, write
+) -> None:
+    """Regression: a search dates its snapshots from 2000-01-01 in a new store (same seed, same
+    commit ids), so `gc --max-age 1d` took every node but the pinned best one for old."""
+    store = ShadowStore.open(workspace, home=home, fixed_dates=True)
+    nodes = []
+    for n in range(3):
+        write(workspace, "f.txt", f"node {n}\n")
+        nodes.append(store.capture())
+    store.close()
+    reopened = ShadowStore.open(workspace, home=home)  # read back from the log
+    assert not reopened.gc(max_age=86400, safety_max_age=86400, dry_run=True).snapshots
+    assert all(not s.clock_dated for s in reopened.log() if s.commit in {n.commit for n in nodes})
+    write(workspace, "f.txt", "a capture of the user's\n")
+    mine = reopened.capture()
+    assert mine.clock_dated  # the user's own captures keep real dates and ages
+
+
 def test_cli_gc_dry_run_lists_each_snapshot_it_would_drop(
     workspace: Path, home: Path, write
 ) -> None:

@@ -116,6 +116,9 @@ class Snapshot:
     """Permission bits of files whose mode is not 0644/0755 (git trees keep only the exec bit)."""
     empty_dirs: tuple[str, ...] = ()
     """Folders that were empty at capture (git trees cannot hold them)."""
+    clock_dated: bool = True
+    """False for a snapshot a search dated by its fixed dates (``ShadowStore.fixed_dates``): its
+    date orders snapshots but says nothing of its age, so age-based retention leaves it alone."""
 
     @property
     def created_iso(self) -> str:

@@ -186,6 +186,7 @@ class Catalogue:
             stats=None,
             modes=modes,
             empty_dirs=empty_dirs,
+            clock_dated=data.get("clock", True) is not False,
         )
 
     def get(self, commit: str | None) -> Snapshot | None:
@@ -298,6 +299,8 @@ class Catalogue:
             "changed_count": len(changed),
             "stats": {"files_seen": stats.files_seen, "files_hashed": stats.files_hashed},
         }
+        if fixed_dates:
+            body["clock"] = False  # the date orders snapshots; it is not their age
         try:
             message = (
                 f"treesearch {kind}{': ' + label if label else ''}\n\n"
@@ -324,6 +327,7 @@ class Catalogue:
             stats=stats,
             modes=dict(modes),
             empty_dirs=empty_dirs,
+            clock_dated=not fixed_dates,
         )
         self.bump(last=commit)
         if fsmeta:

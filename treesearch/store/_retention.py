@@ -73,13 +73,16 @@ def plan_gc(
         if s.commit in protected:
             continue
         too_many = policy.keep_last is not None and i >= policy.keep_last
-        too_old = policy.max_age is not None and now - s.created_at > policy.max_age
+        too_old = (
+            policy.max_age is not None and s.clock_dated and now - s.created_at > policy.max_age
+        )
         if too_many or too_old:
             chosen.add(s.commit)
     if policy.safety_max_age is not None:
         for s in snaps:
             if (
                 s.kind == "safety"
+                and s.clock_dated
                 and s.commit not in protected
                 and now - s.created_at > policy.safety_max_age
             ):

@@ -100,6 +100,16 @@ def _search_status(out: Any) -> int:
     return 3
 
 
+def _report_search(args: argparse.Namespace, out: Any, progress: _Progress) -> int:
+    """The end of ``run`` and ``resume``: the outcome (or ``summary.json`` with ``--json``)."""
+    progress.done()
+    if args.json:
+        _emit_json(out.summary)
+    else:
+        _print_outcome(out, show_patch=not args.no_patch)
+    return _search_status(out)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -121,12 +131,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         home=_store_home(None),
         watch=_watch(),
     )
-    progress.done()
-    if args.json:
-        _emit_json(out.summary)
-    else:
-        _print_outcome(out, show_patch=not args.no_patch)
-    return _search_status(out)
+    return _report_search(args, out, progress)
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
@@ -149,12 +154,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
         home=_store_home(None),
         watch=_watch(),
     )
-    progress.done()
-    if args.json:
-        _emit_json(out.summary)
-    else:
-        _print_outcome(out, show_patch=not args.no_patch)
-    return _search_status(out)
+    return _report_search(args, out, progress)
 
 
 def _cmd_show_run(args: argparse.Namespace) -> int:

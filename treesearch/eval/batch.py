@@ -40,7 +40,14 @@ from treesearch import __version__
 from treesearch.config import apply_overrides, validate
 from treesearch.errors import ConfigError, TreesearchError
 from treesearch.eval.instances import Instance, load_instances
-from treesearch.eval.runner import DEFAULT_GRADE, EvalSettings, InstanceReport, steer_of, unpack
+from treesearch.eval.runner import (
+    DEFAULT_GRADE,
+    EvalSettings,
+    InstanceReport,
+    error_row,
+    steer_of,
+    unpack,
+)
 from treesearch.scoring import TestSpec
 
 __all__ = ["EvalError", "EvalOutcome", "load_eval_config", "resume_eval", "run_eval"]
@@ -422,24 +429,7 @@ def _batch(
 
 
 def _worker_error_row(iid: str, settings: EvalSettings, exc: BaseException) -> dict[str, Any]:
-    return {
-        "instance_id": iid,
-        "status": "error",
-        "reason": f"the worker running it failed: {type(exc).__name__}: {exc}",
-        "resolved": False,
-        "oracle": settings.oracle,
-        "steer": steer_of(settings),
-        "tests": None,
-        "test_runs": 0,
-        "grade_test_runs": 0,
-        "tokens": 0,
-        "usd": 0.0,
-        "seconds": 0.0,
-        "run_dir": None,
-        "best_score": None,
-        "stop_reason": None,
-        "env_log": None,
-    }
+    return error_row(iid, settings, f"the worker running it failed: {type(exc).__name__}: {exc}")
 
 
 def _prediction(target: Path, row: Mapping[str, Any], model: str) -> dict[str, Any]:

@@ -77,15 +77,13 @@ def steer_of(settings: EvalSettings) -> dict[str, Any]:
     return {"search_tests": tests.get("command", "python -m pytest -q"), "oracle": settings.oracle}
 
 
-def run_instance(inst: Instance, settings: EvalSettings) -> InstanceReport:
-    """Run one instance; never raises for the instance's own problems (they become an ``error``
-    row); raises ``InstanceInterrupted`` on Ctrl-C."""
-    t0 = time.monotonic()
-    scratch = Path(tempfile.mkdtemp(prefix=f"treesearch-eval-{inst.instance_id[:40]}-"))
-    row: dict[str, Any] = {
-        "instance_id": inst.instance_id,
+def error_row(instance_id: str, settings: EvalSettings, reason: str) -> dict[str, Any]:
+    """A ``results.jsonl`` row with nothing done yet: status ``error`` and its reason (the
+    runner fills it in as the instance gets further)."""
+    return {
+        "instance_id": instance_id,
         "status": "error",
-        "reason": "",
+        "reason": reason,
         "resolved": False,
         "oracle": settings.oracle,
         "steer": steer_of(settings),
@@ -100,6 +98,14 @@ def run_instance(inst: Instance, settings: EvalSettings) -> InstanceReport:
         "stop_reason": None,
         "env_log": None,
     }
+
+
+def run_instance(inst: Instance, settings: EvalSettings) -> InstanceReport:
+    """Run one instance; never raises for the instance's own problems (they become an ``error``
+    row); raises ``InstanceInterrupted`` on Ctrl-C."""
+    t0 = time.monotonic()
+    scratch = Path(tempfile.mkdtemp(prefix=f"treesearch-eval-{inst.instance_id[:40]}-"))
+    row = error_row(inst.instance_id, settings, "")
     archive: bytes | None = None
     try:
         archive = _run(inst, settings, scratch, row)

@@ -14,9 +14,17 @@ from pathlib import Path
 
 from treesearch.errors import TreesearchError
 from treesearch.report.batch_page import write_batch_page
-from treesearch.report.run_page import PAGE, write_run_page
+from treesearch.report.run_page import PAGE, NoTreeYet, write_run_page
 
-__all__ = ["PAGE", "ReportError", "Written", "detect_kind", "write_report", "write_run_page"]
+__all__ = [
+    "PAGE",
+    "ReportError",
+    "Written",
+    "detect_kind",
+    "try_write_report",
+    "write_report",
+    "write_run_page",
+]
 
 
 class ReportError(TreesearchError):
@@ -60,3 +68,16 @@ def write_report(path: Path) -> Written:
     except OSError as exc:
         raise ReportError(f"cannot write {path / PAGE}: {exc}") from exc
     return Written(page, kind, notes)
+
+
+def try_write_report(run_dir: Path, store: object = None) -> str | None:
+    """Write a run's page at the end of its search; never raises. Returns the warning to give
+    (``None`` when the page was written, or when the run has no root node yet: nothing to draw).
+    A page that cannot be written never hides the search's result."""
+    try:
+        write_run_page(Path(run_dir), store=store)
+    except Exception as exc:  # noqa: BLE001 - the run's result matters more than its page
+        if isinstance(exc, NoTreeYet):
+            return None
+        return f"report.html was not written: {type(exc).__name__}: {exc}"
+    return None

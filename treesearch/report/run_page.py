@@ -31,12 +31,25 @@ from treesearch.runs import RunDir
 from treesearch.search import graph as G
 from treesearch.search.events import replay
 
-__all__ = ["MAX_DIFF_NODES", "PAGE", "open_run_store", "run_page_data", "write_run_page"]
+__all__ = [
+    "MAX_DIFF_NODES",
+    "PAGE",
+    "NoTreeYet",
+    "open_run_store",
+    "run_page_data",
+    "write_run_page",
+]
 
 PAGE = "report.html"
 MAX_DIFF_NODES = 600
 """Nodes whose diffs are embedded (best path first, then in the order found)."""
 PHASES = ("restore", "agent", "capture", "score", "bookkeeping")
+
+
+
+class NoTreeYet(TreesearchError):
+    """The run has no root node yet: there is no tree to draw."""
+
 
 DiffFn = Callable[[str, str], "dict[str, Any] | None"]
 
@@ -108,7 +121,7 @@ def run_page_data(
     run = RunDir.open(run_dir)
     g = replay(run.events().events).graph
     if g is None:
-        raise TreesearchError(f"{run_dir}: the run has no root node yet: no tree to draw")
+        raise NoTreeYet(f"{run_dir}: the run has no root node yet: no tree to draw")
     summary = _json(run_dir / "summary.json") or {}
     root = G.root_of(g)
     best = str((summary.get("best") or {}).get("tree") or G.best_node(g))

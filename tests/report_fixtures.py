@@ -135,8 +135,10 @@ def open_page(b: Any, path: Path) -> Iterator[tuple[Any, list[str]]]:
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
     page.on(
         "request",
-        lambda r: None if r.url.startswith(("file:", "data:", "about:")) else problems.append(
-            f"network request: {r.url}"
+        lambda r: (
+            None
+            if r.url.startswith(("file:", "data:", "about:"))
+            else problems.append(f"network request: {r.url}")
         ),
     )
     page.goto(path.resolve().as_uri())

@@ -49,7 +49,9 @@ def test_run_page_draws_every_node_and_click_on_best_node_shows_its_diffs(
         # no-ops too.
         assert page.locator("#tree-svg path.edge.transposition").count() == 1
         assert page.locator("#tree-svg path.edge.noop").count() >= 1
-        assert page.locator("#tree-svg path.edge.on-best-path").count() == len(out.summary["best"]["path"])
+        assert page.locator("#tree-svg path.edge.on-best-path").count() == len(
+            out.summary["best"]["path"]
+        )
         # Nothing is shown before a click; the click on the best node shows its diffs.
         assert page.locator("#node-panel .diff-root").count() == 0
         page.locator(f'[data-node="{out.best}"] circle').first.click()
@@ -122,8 +124,15 @@ def _compare_dir(tmp: Path, runs: dict[str, SearchOutcome]) -> Path:
         "instances": ["maths"],
         "contenders": contenders,
         "pairs": [
-            {"a": "bfs", "b": "best_first", "wins": 0, "losses": 0, "ties": 1, "p_value": 1.0,
-             "test": "sign"}
+            {
+                "a": "bfs",
+                "b": "best_first",
+                "wins": 0,
+                "losses": 0,
+                "ties": 1,
+                "p_value": 1.0,
+                "test": "sign",
+            }
         ],
         "curves": {"test_runs": curves, "tokens": {}},
         "outcomes": outcomes,

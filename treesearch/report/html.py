@@ -23,7 +23,7 @@ _DATA_OPEN = f'<script type="application/json" id="{DATA_ID}">'
 
 
 def _static(name: str) -> str:
-    return resources.files("treesearch.report").joinpath("static", name).read_text("utf-8")
+    return resources.files("treesearch.report").joinpath("static").joinpath(name).read_text("utf-8")
 
 
 def _script_safe(text: str) -> str:

@@ -46,7 +46,6 @@ MAX_DIFF_NODES = 600
 PHASES = ("restore", "agent", "capture", "score", "bookkeeping")
 
 
-
 class NoTreeYet(TreesearchError):
     """The run has no root node yet: there is no tree to draw."""
 
@@ -186,9 +185,7 @@ def run_page_data(
             }
         )
     if budget.refused:
-        notes.append(
-            f"{budget.refused} texts were left out: the page's size limit was reached"
-        )
+        notes.append(f"{budget.refused} texts were left out: the page's size limit was reached")
     return {
         "kind": "run",
         "run_id": run_dir.name,

@@ -57,4 +57,7 @@ class Budget:
             self.left -= size
             return item
         self.refused += 1
-        return {"text": "", "note": f"left out: the page's size limit was reached ({size:,} characters)"}
+        return {
+            "text": "",
+            "note": f"left out: the page's size limit was reached ({size:,} characters)",
+        }

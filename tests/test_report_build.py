@@ -17,6 +17,7 @@ from report_fixtures import config, run_search, two_bug_project
 from treesearch.app import run_from_config
 from treesearch.config import validate
 from treesearch.report import detect_kind, write_report
+from treesearch.report.batch_page import curve
 from treesearch.report.html import read_page_data
 from treesearch.report.texts import MAX_DIFF, MAX_TRANSCRIPT
 
@@ -124,7 +125,10 @@ def test_rewritten_run_page_keeps_its_diffs_when_the_store_is_gone(tmp_path: Pat
 
 
 def test_huge_diff_and_transcript_are_cut_with_a_visible_note(tmp_path: Path) -> None:
-    big = "".join(f"line {i} of a generated file\n" for i in range(20_000))  # ~550 KB
+    # ~550 KB, with markup that must stay text on the page (never end the data's <script>).
+    big = "</script><script>alert(1)</script>\n" + "".join(
+        f"line {i} of a generated file\n" for i in range(20_000)
+    )
     ws = two_bug_project(tmp_path / "ws")
     cfg = config(tmp_path, ws)
     cfg["strategies"] = {
@@ -138,6 +142,8 @@ def test_huge_diff_and_transcript_are_cut_with_a_visible_note(tmp_path: Path) ->
     assert data is not None
     (edge,) = data["edges"]
     assert edge["diff"]["note"] == f"cut at {MAX_DIFF:,} bytes"
+    assert "+</script><script>alert(1)</script>" in edge["diff"]["text"]
+    assert "<script>alert(1)" not in (out.run_dir / "report.html").read_text()
     assert MAX_DIFF // 2 < len(edge["diff"]["text"]) <= MAX_DIFF
     assert edge["transcript_text"]["note"].startswith("cut: the first")
     assert len(edge["transcript_text"]["text"]) == MAX_TRANSCRIPT
@@ -157,3 +163,15 @@ def test_report_of_a_run_that_never_wrote_its_summary_is_drawn_from_its_events(
     assert data["status"].startswith("incomplete")
     assert len(data["nodes"]) == out.graph.number_of_nodes()
     assert data["best"] == out.best
+
+
+def test_anytime_curve_counts_instances_solved_by_each_budget() -> None:
+    assert curve([3, None, 1, 3], 4, 10) == [
+        [0.0, 0.0],
+        [1.0, 0.25],
+        [3.0, 0.5],
+        [3.0, 0.75],
+        [10.0, 0.75],
+    ]
+    assert curve([None], 1, 5) == [[0.0, 0.0], [5.0, 0.0]]
+    assert curve([], 0, 0) == [[0.0, 0.0], [0.0, 0.0]]

@@ -50,7 +50,21 @@ class NoTreeYet(TreesearchError):
     """The run has no root node yet: there is no tree to draw."""
 
 
-DiffFn = Callable[[str, str], "dict[str, Any] | None"]
+PatchFn = Callable[[list[tuple[str, str]]], list[tuple[str, bool]]]
+"""``(patch, truncated)`` for each pair of trees."""
+
+
+def _store_patches(store: Any) -> PatchFn:
+    from treesearch.store import patches
+
+    return lambda pairs: patches(store, pairs, max_patch_bytes=MAX_DIFF)
+
+
+def _diff_item(patch: str, truncated: bool) -> dict[str, Any] | None:
+    note = f"cut at {MAX_DIFF:,} bytes" if truncated else None
+    if not patch and not note:
+        note = "no textual change (same files, or binary/mode changes only)"
+    return text_item(patch, note)
 
 
 def open_run_store(run_dir: Path) -> Any:
@@ -66,17 +80,6 @@ def open_run_store(run_dir: Path) -> Any:
     return ShadowStore.open(ws, home=home, create=False, watch=False)
 
 
-def _store_diffs(store: Any) -> DiffFn:
-    def diff(a: str, b: str) -> dict[str, Any] | None:
-        d = store.diff(a, b, max_patch_bytes=MAX_DIFF)
-        note = f"cut at {MAX_DIFF:,} bytes" if d.truncated else None
-        if not d.patch and not note:
-            note = "no textual change (same files, or binary/mode changes only)"
-        return text_item(d.patch, note)
-
-    return diff
-
-
 def _old_diffs(old: dict[str, Any]) -> tuple[dict[tuple[str, str], Any], dict[str, Any]]:
     edges = {(e.get("source"), e.get("target")): e.get("diff") for e in old.get("edges", [])}
     nodes = {n.get("id"): n.get("diff_root") for n in old.get("nodes", [])}
@@ -89,10 +92,10 @@ def write_run_page(run_dir: Path, *, store: Any = None) -> tuple[Path, list[str]
     store (else the one its config names is opened, when it still exists)."""
     run_dir = Path(run_dir)
     notes: list[str] = []
-    diff_fn: DiffFn | None = None
+    diff_fn: PatchFn | None = None
     old = read_page_data(run_dir / PAGE)
     if store is not None:
-        diff_fn = _store_diffs(store)
+        diff_fn = _store_patches(store)
     else:
         try:
             store = open_run_store(run_dir)
@@ -100,7 +103,7 @@ def write_run_page(run_dir: Path, *, store: Any = None) -> tuple[Path, list[str]
             if old is None or not old.get("diffs_available"):
                 notes.append(f"diffs unavailable: {exc}")
         else:
-            diff_fn = _store_diffs(store)
+            diff_fn = _store_patches(store)
     try:
         data = run_page_data(run_dir, diff_fn, old=old if diff_fn is None else None)
     finally:
@@ -114,7 +117,7 @@ def write_run_page(run_dir: Path, *, store: Any = None) -> tuple[Path, list[str]
 
 
 def run_page_data(
-    run_dir: Path, diff: DiffFn | None, *, old: dict[str, Any] | None = None
+    run_dir: Path, diff: PatchFn | None, *, old: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Everything the run page shows, as plain JSON values."""
     run = RunDir.open(run_dir)
@@ -139,15 +142,20 @@ def run_page_data(
             "first, then in the order found); `treesearch checkout RUN NODE` shows any node"
         )
 
+    fresh: dict[tuple[str, str], Any] = {}
+    if diff is not None:  # every diff the page shows, from one git process
+        pairs = [(a, b) for a, b in g.edges if b in with_diffs]
+        pairs += [(root, n) for n in with_diffs if n != root]
+        try:
+            fresh = {p: _diff_item(*d) for p, d in zip(pairs, diff(pairs), strict=True)}
+        except TreesearchError as exc:
+            notes.append(f"diffs unavailable: {exc}")
+            fresh = dict.fromkeys(pairs, text_item(None, f"diff failed: {exc}"))
+
     def get_diff(a: str, b: str, cached: Any) -> Any:
         if b not in with_diffs:
             return text_item(None, "not embedded (page limit)")
-        if diff is None:
-            return budget.take(cached)
-        try:
-            return budget.take(diff(a, b))
-        except TreesearchError as exc:
-            return text_item(None, f"diff failed: {exc}")
+        return budget.take(cached if diff is None else fresh.get((a, b)))
 
     nodes: list[dict[str, Any]] = []
     for n in sorted(g.nodes, key=lambda n: g.nodes[n]["order"]):

@@ -19,7 +19,7 @@ const TS = (function () {
   }
 
   function fmt(v, digits) {
-    if (v === null || v === undefined || v === "") return "-";
+    if (v === null || v === undefined) return "-";
     if (typeof v === "number") {
       if (Number.isInteger(v)) return v.toLocaleString("en-US");
       return v.toFixed(digits === undefined ? 3 : digits);

@@ -7,8 +7,10 @@ import argparse
 import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -175,3 +177,43 @@ def test_anytime_curve_counts_instances_solved_by_each_budget() -> None:
     ]
     assert curve([None], 1, 5) == [[0.0, 0.0], [5.0, 0.0]]
     assert curve([], 0, 0) == [[0.0, 0.0], [0.0, 0.0]]
+
+
+def test_interrupted_run_writes_its_report_with_the_nodes_found_so_far(tmp_path: Path) -> None:
+    ws = two_bug_project(tmp_path / "ws")
+    cfg = config(tmp_path, ws)
+    cfg["strategies"] = {
+        "fix-add": cfg["strategies"]["fix-add"],
+        "slow": {"kind": "command", "command": ["sleep", "120"]},
+    }
+    cfg["search"]["budget"] = {"expansions": 4}
+    path = tmp_path / "cfg.yaml"
+    path.write_text(json.dumps(cfg))  # JSON is YAML
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "treesearch", "run", str(path), "--no-patch"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    runs = tmp_path / "runs"
+    deadline = time.monotonic() + 120
+    events: list[Path] = []
+    while time.monotonic() < deadline:  # until the first expansion (fix-add) is recorded
+        events = list(runs.glob("*/events.jsonl"))
+        if events and '"event": "expansion"' in events[0].read_text():
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("the search recorded no expansion")
+    time.sleep(0.5)  # into the slow agent's run
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    run_dir = events[0].parent
+    data = read_page_data(run_dir / "report.html")
+    assert data is not None and data["status"] == "interrupted"
+    graph = json.loads((run_dir / "graph.json").read_text())
+    assert len(data["nodes"]) == len(graph["nodes"]) == 2
+    assert f"report: {run_dir / 'report.html'}" in out

@@ -82,6 +82,8 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
     if copy := out.summary.get("workspace_copy"):
         print(f"  a copy of {copy['source']}, kept {copy['kept']}")
     print(f"run directory: {out.run_dir}")
+    if (out.run_dir / "report.html").is_file():
+        print(f"report: {out.run_dir / 'report.html'}")
     if out.interrupted:
         print(f"interrupted: continue with `treesearch resume {out.run_dir}`")
 
@@ -103,6 +105,8 @@ def _search_status(out: Any) -> int:
 def _report_search(args: argparse.Namespace, out: Any, progress: _Progress) -> int:
     """The end of ``run`` and ``resume``: the outcome (or ``summary.json`` with ``--json``)."""
     progress.done()
+    for warning in out.summary.get("warnings") or []:
+        print(f"treesearch: warning: {warning}", file=sys.stderr)
     if args.json:
         _emit_json(out.summary)
     else:

@@ -30,6 +30,7 @@ from treesearch.config import (
 from treesearch.errors import RunError, WorkspaceBusy
 from treesearch.isolation import NO_ISOLATION, Isolation
 from treesearch.isolation import resolve as resolve_isolation
+from treesearch.report import try_write_report
 from treesearch.runs import RunDir, new_run_id
 from treesearch.runs.cleanup import claim_copy, copy_note, make_workspace_copy
 from treesearch.runs.resolved import check_runs_dir, check_workspace, resolved_config, store_home
@@ -292,6 +293,10 @@ def _search_held(
     done = controller.usage.expansions
     try:
         result = controller.run()
+    except BaseException:
+        run.close()
+        try_write_report(run.path, store)  # the graph so far; the error itself goes on up
+        raise
     finally:
         run.close()
     if events and stop is None and on_note is not None and result.usage.expansions == done:
@@ -397,6 +402,10 @@ def _finish(
         }
     )
     run.close()
+    warning = try_write_report(run.path, store)
+    if warning is not None:  # said on the terminal and in summary.json; the result stands
+        summary.setdefault("warnings", []).append(warning)
+        run.write_json("summary.json", summary)
     return SearchOutcome(
         run.path,
         store.workspace,

@@ -8,6 +8,7 @@ processes from restoring the workspace during a longer sequence (a search, a ses
 
 from treesearch.store._hold import HolderRecord, WorkspaceHold
 from treesearch.store._locate import find_workspace
+from treesearch.store._patches import patches
 from treesearch.store.shadow import GcResult, ShadowStore, TreeEntry, default_home, store_dir_for
 from treesearch.store.values import (
     CaptureStats,
@@ -32,5 +33,6 @@ __all__ = [
     "WorkspaceHold",
     "default_home",
     "find_workspace",
+    "patches",
     "store_dir_for",
 ]

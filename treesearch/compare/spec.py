@@ -194,13 +194,7 @@ def spec_from_mapping(raw: Mapping[str, Any], *, source: str, base_dir: Path) ->
         contender = Contender(
             c.name, str(cfg), overrides, hashlib.sha256(cfg.read_bytes()).hexdigest()
         )
-        spec_overrides = [*overrides, "search.budget=null", f"search.budget={json.dumps(budget)}"]
-        from treesearch.eval import load_eval_config
-
-        try:
-            load_eval_config(cfg, spec_overrides)
-        except ConfigError as exc:
-            raise SpecError(f"{source}: {field}: {exc}") from None
+        _check_config(source, field, cfg, overrides, budget)
         contenders.append(contender)
     return CompareSpec(
         source=source,
@@ -211,6 +205,26 @@ def spec_from_mapping(raw: Mapping[str, Any], *, source: str, base_dir: Path) ->
         budget=budget,
         raw=json.loads(json.dumps(dict(raw), default=str)),
     )
+
+
+def _check_config(
+    source: str, field: str, cfg: Path, overrides: tuple[str, ...], budget: dict[str, Any]
+) -> None:
+    """The contender's config loads as an eval config, with the SPEC's budget, then with its
+    overrides too (a problem names the one to blame)."""
+    from treesearch.eval import load_eval_config
+
+    spec_part = ["search.budget=null", f"search.budget={json.dumps(budget)}"]
+    try:
+        load_eval_config(cfg, spec_part)
+    except ConfigError as exc:
+        raise SpecError(f"{source}: {field}.config: {exc}") from None
+    try:
+        load_eval_config(cfg, [*overrides, *spec_part])
+    except ConfigError as exc:
+        raise SpecError(
+            f"{source}: {field}.overrides: {exc} (the overrides make this config invalid)"
+        ) from None
 
 
 def _overrides(source: str, field: str, given: list[str] | dict[str, Any]) -> tuple[str, ...]:

@@ -373,3 +373,15 @@ def test_pair_rows_leave_out_instances_with_an_error_and_use_exact_p() -> None:
     assert "McNemar" in pair["test"]
     (multi,) = pair_rows(["a", "b"], {"a": a, "b": b}, seeds=3)
     assert "sign test" in multi["test"] and "3 seeds" in multi["test"]
+
+
+@pytest.mark.parametrize(
+    "path", ["configs/compare-policies.yaml", "experiments/benchmarks/repair-compare.yaml"]
+)
+def test_shipped_specs_are_valid_spec_mappings(path: str) -> None:
+    from treesearch.compare.spec import _SpecModel
+
+    raw = yaml.safe_load((ROOT / path).read_text())
+    model = _SpecModel.model_validate(raw)
+    for c in model.contenders:
+        assert (ROOT / path).parent.joinpath(c.config).is_file()

@@ -68,10 +68,9 @@ def run_compare(
     """Run every contender of ``spec`` (a SPEC file or a checked ``CompareSpec``) over its
     instances at each seed, into a new compare directory ``out``."""
     from treesearch.eval import load_instances
-    from treesearch.eval.batch import _check_executor
 
     checked = spec if isinstance(spec, CompareSpec) else load_spec(spec)
-    _check_executor(executor, workers)
+    check_executor(executor, workers)
     items = load_instances(Path(checked.instances))
     target = Path(out) if out is not None else _default_out()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -106,8 +105,6 @@ def resume_compare(
     """Continue the comparison in ``out``: finished cells are skipped, the cell cut short is
     resumed (its finished instances kept), the others run. Refuses when a contender's config
     file or the instances file changed since the comparison began."""
-    from treesearch.eval.batch import _check_executor
-
     target = Path(out).resolve()
     meta_path = target / "compare.yaml"
     if not meta_path.is_file():
@@ -120,9 +117,24 @@ def resume_compare(
     executor = executor or meta.get("executor") or "local"
     workers = workers if workers is not None else meta.get("workers")
     ray_address = ray_address or meta.get("ray_address")
-    _check_executor(executor, workers)
+    check_executor(executor, workers)
     with _locked(target):
         return _matrix(target, checked, meta, workers, executor, ray_address, on_event)
+
+
+def check_executor(executor: str, workers: int | None) -> None:
+    """The executor arguments, checked before anything runs (as ``treesearch eval`` does)."""
+    import importlib.util
+
+    if executor not in ("local", "ray"):
+        raise CompareError(f"--executor {executor}: must be local or ray")
+    if workers is not None and (isinstance(workers, bool) or workers < 1):
+        raise CompareError(f"--workers {workers}: must be at least 1")
+    if executor == "ray" and importlib.util.find_spec("ray") is None:
+        raise CompareError(
+            "--executor ray needs Ray: install it with `pip install -e '.[ray]'` "
+            "(or `pip install 'ray>=2.9'`)"
+        )
 
 
 def _spec_from_meta(meta: dict[str, Any], where: Path) -> CompareSpec:

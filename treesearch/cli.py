@@ -37,7 +37,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"treesearch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    from treesearch import _cli_eval, _cli_report, _cli_score, _cli_search, _cli_snap
+    from treesearch import (
+        _cli_compare,
+        _cli_eval,
+        _cli_report,
+        _cli_score,
+        _cli_search,
+        _cli_snap,
+    )
 
     for add in (
         _cli_snap.add_snap,
@@ -45,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         _cli_score.add_localize,
         _cli_search.add_search,
         _cli_eval.add_eval,
+        _cli_compare.add_compare,
         _cli_report.add_report,
         _add_clean,
     ):

@@ -48,6 +48,7 @@ from treesearch.eval.runner import (
     steer_of,
     unpack,
 )
+from treesearch.report import try_write_batch_report
 from treesearch.scoring import TestSpec
 
 __all__ = ["EvalError", "EvalOutcome", "load_eval_config", "resume_eval", "run_eval"]
@@ -424,6 +425,10 @@ def _batch(
     summary = summarize(rows, len(items), settings, resolved, interrupted, prior + session)
     summary["session_seconds"] = round(session, 3)
     _atomic_write(target / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    warning = try_write_batch_report(target)  # the page reads summary.json: written after it
+    if warning is not None:
+        summary["warnings"] = [*summary.get("warnings", []), warning]
+        _atomic_write(target / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     emit({"event": "eval_finished", "summary": summary, "out": str(target)})
     return EvalOutcome(target, rows, summary, interrupted, skipped)
 

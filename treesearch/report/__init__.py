@@ -21,6 +21,7 @@ __all__ = [
     "ReportError",
     "Written",
     "detect_kind",
+    "try_write_batch_report",
     "try_write_report",
     "write_report",
     "write_run_page",
@@ -79,5 +80,16 @@ def try_write_report(run_dir: Path, store: object = None) -> str | None:
     except Exception as exc:  # noqa: BLE001 - the run's result matters more than its page
         if isinstance(exc, NoTreeYet):
             return None
+        return f"report.html was not written: {type(exc).__name__}: {exc}"
+    return None
+
+
+def try_write_batch_report(path: Path) -> str | None:
+    """Write an eval's or a compare's page at the end of the batch; never raises. Returns the
+    warning to give (``None`` when the page was written): a page that cannot be written never
+    hides the batch's results."""
+    try:
+        write_report(Path(path))
+    except Exception as exc:  # noqa: BLE001 - the batch's results matter more than its page
         return f"report.html was not written: {type(exc).__name__}: {exc}"
     return None

@@ -1,3 +1,4 @@
+# ruff: noqa: SIM105, SIM115, UP020, UP031 - it runs in the tests' interpreter: plain code, few imports
 """The warm pytest server: run by the interpreter of the tests, it imports pytest once and forks a
 child per test run, which runs pytest in-process as ``python -m pytest`` would have.
 

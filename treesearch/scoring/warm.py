@@ -41,7 +41,6 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -720,10 +719,9 @@ class WarmRunner:
             return
         known = set(self._preload)
         for name in names:
-            if isinstance(name, str) and name not in known:
-                if name.split(".")[0] not in self._deny:
-                    self._preload.append(name)
-                    known.add(name)
+            if isinstance(name, str) and name not in known and name.split(".")[0] not in self._deny:
+                self._preload.append(name)
+                known.add(name)
 
     def _scratch_dir(self) -> Path:
         if self._scratch is None:

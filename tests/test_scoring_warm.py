@@ -210,8 +210,9 @@ def test_warm_run_through_the_shell_gives_the_cold_exit_status_of_a_segfault(
     assert runner.warm_runs == 1
 
 
+@pytest.mark.parametrize("how", ["argv", "shell line", "pytest script"])
 def test_warm_child_sees_the_path_argv_environment_and_folder_of_a_cold_run(
-    tmp_path: Path, runner: WarmRunner
+    tmp_path: Path, runner: WarmRunner, how: str
 ) -> None:
     ws = project(
         tmp_path / "ws",
@@ -235,9 +236,18 @@ def test_warm_child_sees_the_path_argv_environment_and_folder_of_a_cold_run(
     )
     extra = tmp_path / "extra"
     extra.mkdir()
-    s = spec("-s", "sub", env={**QUICK_ENV, "PYTHONPATH": f"{extra}:rel", "MARK": "1"})
+    bindir = os.path.dirname(sys.executable)
+    env = {**QUICK_ENV, "PYTHONPATH": f"{extra}:rel", "MARK": "1"}
+    env["PATH"] = f"{bindir}:{os.environ.get('PATH', '')}"
+    command = {
+        "argv": None,
+        "shell line": "python -m pytest -q -s sub",
+        "pytest script": "pytest -q -s sub",
+    }[how]
+    s = spec("-s", "sub", command=command, env=env)
     cold, warm = both(s, ws, runner)
     assert view(warm) == view(cold) and cold.status is RunStatus.OK
+    assert runner.warm_runs == 1 and not runner.notes
 
     def dump(run: TestRun) -> dict[str, object]:
         line = next(x for x in run.output.splitlines() if x.startswith("DUMP"))
@@ -247,7 +257,8 @@ def test_warm_child_sees_the_path_argv_environment_and_folder_of_a_cold_run(
         return data
 
     assert dump(warm) == dump(cold)
-    assert {str(extra), str(ws), str(ws / "rel")} <= set(dump(warm)["path"])  # type: ignore[arg-type]
+    path = set(dump(warm)["path"])  # type: ignore[arg-type]
+    assert {str(extra), str(ws / "rel")} <= path and (str(ws) in path) == (how != "pytest script")
 
 
 def test_warm_runs_see_modules_changed_between_runs_and_no_state_of_earlier_runs(

@@ -178,12 +178,16 @@ def _child(request, fds, sock):
     os.dup2(err_fd, 2)
     for fd in {null, out_fd, err_fd} - {0, 1, 2}:
         os.close(fd)
+    if request.get("shell_parent"):
+        _shell_parent()
     sys.stdin = sys.__stdin__ = _stdio(0, False, sys.__stdin__)
     sys.stdout = sys.__stdout__ = _stdio(1, True, sys.__stdout__)
     sys.stderr = sys.__stderr__ = _stdio(2, True, sys.__stderr__)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    if _COERCED is not None and "LC_CTYPE" not in os.environ:
+        os.environ["LC_CTYPE"] = _COERCED  # the interpreter's C locale coercion at start-up
     path = [os.path.abspath(p) for p in request["pythonpath"]]
     seen = set()
     entries = []
@@ -207,6 +211,24 @@ def _child(request, fds, sock):
     code = _run_main(request)
     _write_modules(request.get("modules_file"))
     _exit(code)
+
+
+def _shell_parent():
+    """Be ``/bin/sh -c`` of a shell that does not exec its lone command (dash): the group's
+    leader, which waits for the tests' process and exits as the shell does (128 + n for a
+    signal). The tests' process returns from here."""
+    pid = os.fork()
+    if pid == 0:
+        return
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
 
 
 def _run_main(request):
@@ -342,6 +364,29 @@ def _serve_run(sock, request, fds):
     return message
 
 
+def _learn(request, deny, base_path):
+    """Import the installed modules the last run imported (and this server had not)."""
+    learned = []
+    modules_file = request.get("modules_file")
+    if modules_file:
+        try:
+            with open(modules_file, encoding="utf-8") as handle:
+                learned = [n for n in json.load(handle) if n not in sys.modules]
+        except (OSError, ValueError):
+            learned = []
+    if not learned:
+        return learned, None
+    old = os.getcwd()
+    try:
+        os.chdir(request["cwd"])  # a package may read its settings from here at import
+    except OSError:
+        pass
+    threaded = _preload(learned, deny)
+    os.chdir(old)
+    sys.path[:] = base_path
+    return learned, threaded
+
+
 def main():
     sock = socket.socket(fileno=int(sys.argv[1]))
     with open(sys.argv[2], encoding="utf-8") as handle:
@@ -349,8 +394,10 @@ def main():
     path0 = sys.path[0]
     base_path = sys.path[1:]  # the server's own folder is not a test run's
     sys.path[:] = base_path
-    global _SITE_DIRS
+    global _SITE_DIRS, _COERCED
     _SITE_DIRS = _site_dirs()
+    if os.environ.get("LC_CTYPE") != settings.get("lc_ctype"):
+        _COERCED = os.environ.get("LC_CTYPE")
     try:
         import pytest  # noqa: F401
         from _pytest.config import default_plugins
@@ -388,23 +435,7 @@ def main():
             _serve_run(sock, request, fds)
         except (EOFError, OSError):
             return
-        learned = []
-        modules_file = request.get("modules_file")
-        if modules_file:
-            try:
-                with open(modules_file, encoding="utf-8") as handle:
-                    learned = [n for n in json.load(handle) if n not in sys.modules]
-            except (OSError, ValueError):
-                learned = []
-        if learned:
-            old = os.getcwd()
-            try:
-                os.chdir(request["cwd"])  # a package may read its settings from here at import
-            except OSError:
-                pass
-            threaded = _preload(learned, deny)
-            os.chdir(old)
-            sys.path[:] = base_path
+        learned, threaded = _learn(request, deny, base_path)
         reply = {"reaped": True, "threaded": threaded}
         if learned:
             reply.update(_state(_SITE_DIRS))
@@ -417,6 +448,7 @@ def main():
 
 
 _SITE_DIRS = []
+_COERCED = None
 
 if __name__ == "__main__":
     main()

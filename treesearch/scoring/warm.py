@@ -183,6 +183,36 @@ def _shell_execs() -> bool:
     return done.returncode < 0
 
 
+def _shell_env(env: Mapping[str, str], cwd: str, launch: Launch) -> dict[str, str] | None:
+    """The environment ``/bin/sh -c`` gives the program it runs in ``cwd`` (it sets ``PWD``;
+    bash also ``SHLVL`` and ``_``), or None when it cannot be read."""
+    program = shutil.which("env", path=env.get("PATH", os.defpath))
+    if program is None:
+        return None
+    try:
+        done = subprocess.run(
+            ["/bin/sh", "-c", "env -0"],
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    out: dict[str, str] = {}
+    for item in done.stdout.split(b"\0"):
+        if item:
+            key, _, value = item.partition(b"=")
+            out[os.fsdecode(key)] = os.fsdecode(value)
+    if out.get("_") == program:  # bash names the program it runs there: ours, not env's
+        out["_"] = launch.interpreter if launch.mode == "module" else launch.argv0
+    return out
+
+
 # --- the wire -------------------------------------------------------------------------------------
 
 
@@ -239,7 +269,15 @@ class _Server:
         if not script.exists():
             shutil.copyfile(_warm_server.__file__, script)
         settings = scratch / f"settings-{time.monotonic_ns()}.json"
-        settings.write_text(json.dumps({"preload": self.preload, "deny": sorted(self.deny)}))
+        settings.write_text(
+            json.dumps(
+                {
+                    "preload": self.preload,
+                    "deny": sorted(self.deny),
+                    "lc_ctype": env.get("LC_CTYPE"),
+                }
+            )
+        )
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         lifecycle.prepare_tracking()
         announce = lifecycle.announce_fd()
@@ -332,6 +370,7 @@ class _Server:
             "args": list(launch.args),
             "orig_argv": list(launch.orig_argv),
             "modules_file": modules_file,
+            "shell_parent": launch.shell and not _shell_execs(),
         }
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -428,8 +467,6 @@ class _Server:
             os.close(out_r)
             os.close(err_r)
         assert status is not None
-        if launch.shell and status < 0 and not _shell_execs():
-            status = 128 - status
         return ProcessResult(
             exit_code=status,
             timed_out=timed_out,
@@ -560,6 +597,12 @@ class WarmRunner:
         cwd = os.path.abspath(os.fspath(cwd))
         env = {**os.environ, **extra_env}
         launch = plan(command, env, cwd)
+        if not isinstance(launch, str) and launch.shell:
+            shell_env = _shell_env(env, cwd, launch)
+            if shell_env is None:
+                launch = "cannot read the environment /bin/sh gives its commands"
+            else:
+                env = shell_env
         if isinstance(launch, str):
             self.note(f"warm runner not used: {launch}; running `{_shown(command)}` cold")
             return cold_run()
@@ -638,21 +681,23 @@ class WarmRunner:
             k: v for k, v in env.items() if k != "PYTHONPATH" and not k.startswith("TREESEARCH_")
         }
         key = (launch.interpreter, tuple(sorted(server_env.items())))
-        server = self._servers.get(key)
-        if server is not None and (not server.alive or server.threaded):
-            if server.threaded:
-                self._deny.add(server.threaded.split(".")[0])
-            self._drop(server)
-            server = None
-        if server is None:
+        for _ in range(3):
+            server = self._servers.get(key)
+            if server is not None:
+                server.settle()
+                if server.alive and not server.threaded:
+                    return server
+                if server.threaded:  # a package started a thread: a fork could deadlock
+                    self._deny.add(server.threaded.split(".")[0])
+                    self._preload = [n for n in self._preload if n.split(".")[0] not in self._deny]
+                self._drop(server)
             if len(self._servers) >= _MAX_SERVERS:
                 self._drop(next(iter(self._servers.values())))
-            server = _Server(
+            self._servers[key] = _Server(
                 launch.interpreter, server_env, self._scratch_dir(), self._preload, self._deny
             )
-            self._servers[key] = server
             _LIVE.add(self)
-        return server
+        raise WarmServerError("the packages the tests import start threads in the server")
 
     def _drop(self, server: _Server) -> None:
         for key, value in list(self._servers.items()):

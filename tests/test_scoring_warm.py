@@ -293,6 +293,25 @@ def test_warm_runs_see_modules_changed_between_runs_and_no_state_of_earlier_runs
     assert runner.warm_runs == 2 and not runner.notes
 
 
+def test_installed_package_the_server_learned_is_dropped_for_a_workspace_that_shadows_it(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    # Run 1 imports the installed `yaml`: the server imports it for later runs. A workspace with
+    # its own yaml.py must get its own module, as a cold run does, not the server's.
+    first = project(tmp_path / "a", {"test_a.py": "import yaml\ndef test_a(): assert yaml.dump\n"})
+    run_tests(spec(), first, warm=runner)
+    run_tests(spec(), first, warm=runner)
+    assert "yaml" in next(iter(runner._servers.values())).modules
+    own = project(
+        tmp_path / "b",
+        {"yaml.py": "MINE = True\n", "test_b.py": "import yaml\ndef test_b(): assert yaml.MINE\n"},
+    )
+    cold, warm = both(spec(), own, runner)
+    assert view(warm) == view(cold) and cold.status is RunStatus.OK
+    assert runner.warm_runs == 3 and not runner.notes
+    assert "yaml" not in next(iter(runner._servers.values())).modules
+
+
 def test_warm_timeout_ends_the_whole_process_group_grandchild_included(
     tmp_path: Path, runner: WarmRunner
 ) -> None:

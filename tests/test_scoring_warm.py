@@ -458,6 +458,63 @@ def test_cli_score_warm_on_gives_the_cold_result_and_leaves_no_server(tmp_path: 
     assert server_pids(str(tmp)) == []
 
 
+def _search_config(tmp_path: Path, command: str, warm: str) -> dict[str, object]:
+    proj = project(
+        tmp_path / f"proj-{warm}",
+        {
+            "calc.py": "def add(a, b):\n    return a - b\n",
+            "test_calc.py": "from calc import add\n"
+            "def test_add(): assert add(2, 3) == 5\n"
+            "def test_zero(): assert add(0, 0) == 0\n",
+        },
+    )
+    fix = {"replace": "calc.py", "old": "a - b", "new": "a + b"}
+    return {
+        "workspace": {"path": str(proj)},
+        "store": {"home": str(tmp_path / "home")},
+        "strategies": {
+            "fix": {"kind": "scripted", "steps": [fix]},
+            "noise": {"kind": "scripted", "steps": [{"write": "notes.txt", "content": "x"}]},
+        },
+        "scoring": {"search_tests": {"command": command, "env": QUICK_ENV}, "warm": warm},
+        "search": {"policy": "bfs", "budget": {"expansions": 4}, "stop_on_perfect": False},
+        "output": {"runs_dir": str(tmp_path / "runs"), "instance_id": f"calc-{warm}"},
+    }
+
+
+def test_search_with_warm_auto_finds_the_graph_of_a_cold_search(tmp_path: Path) -> None:
+    from treesearch.app import run_from_config
+
+    graphs = {}
+    for warm in ("off", "auto"):
+        out = run_from_config(_search_config(tmp_path, "python -m pytest -q", warm))
+        graphs[warm] = sorted(
+            (d["score"], json.dumps(d["tests"], sort_keys=True))
+            for _, d in out.graph.nodes(data=True)
+        )
+        if warm == "auto":
+            assert out.summary["warm"]["warm_runs"] >= 2 and not out.summary["warm"]["notes"]
+            assert out.summary["warm"]["cold_runs"] == 1  # the first run's check
+    assert graphs["auto"] == graphs["off"]
+
+
+def test_search_says_why_the_warm_runner_is_not_used_in_events_summary_and_notes(
+    tmp_path: Path,
+) -> None:
+    from treesearch.app import run_from_config
+
+    notes: list[str] = []
+    cfg = _search_config(tmp_path, "cd . && python -m pytest -q", "auto")
+    out = run_from_config(cfg, on_note=notes.append)
+    assert len(notes) == 1 and "warm runner not used" in notes[0] and "shell features" in notes[0]
+    assert out.summary["warm"]["notes"] == [notes[0].removeprefix("note: ")]
+    events = [json.loads(x) for x in (out.run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["note"] for e in events if e["event"] == "warm_runner"] == out.summary["warm"][
+        "notes"
+    ]
+    assert out.summary["warm"]["warm_runs"] == 0
+
+
 # --- no server or test process outlives its runner ----------------------------------------------
 
 _PARENT = """

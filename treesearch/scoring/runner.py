@@ -105,7 +105,7 @@ def run_tests(
             env.update(probe_env(spec.command, Path(tmp) / "probe", probe_file, env, os.environ))
         with _report_slot(report_path, Path(tmp) / "previous-report"):
             try:
-                if warm is not None and spec.is_pytest:
+                if warm is not None:
                     proc = warm.run(
                         command,
                         cwd,
@@ -113,6 +113,7 @@ def run_tests(
                         extra_env=env,
                         workspace=workspace,
                         cold=sandbox.run,
+                        pytest=spec.is_pytest,
                         report=report_path,
                         probe=probe_file,
                     )

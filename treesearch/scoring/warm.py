@@ -579,14 +579,16 @@ class WarmRunner:
         extra_env: Mapping[str, str],
         workspace: str | os.PathLike[str],
         cold: ColdRun,
+        pytest: bool = True,
         report: Path | None = None,
         probe: Path | None = None,
         kill_grace: float = 2.0,
         output_limit: int = 64 * 1024,
     ) -> ProcessResult:
         """Run ``command`` as ``cold(command, cwd, timeout=..., extra_env=...)`` would, warm
-        where that is safe. ``report`` and ``probe``: the files the run writes (JUnit, probe),
-        compared with a cold run's on the first run of ``auto`` mode."""
+        where that is safe. ``pytest``: the runner reads the command as pytest's (else it runs
+        cold). ``report`` and ``probe``: the files the run writes (JUnit, probe), compared with
+        a cold run's on the first run of ``auto`` mode."""
 
         def cold_run() -> ProcessResult:
             self.cold_runs += 1
@@ -596,7 +598,7 @@ class WarmRunner:
             return cold_run()
         cwd = os.path.abspath(os.fspath(cwd))
         env = {**os.environ, **extra_env}
-        launch = plan(command, env, cwd)
+        launch = plan(command, env, cwd) if pytest else "not a pytest command"
         if not isinstance(launch, str) and launch.shell:
             shell_env = _shell_env(env, cwd, launch)
             if shell_env is None:
@@ -604,7 +606,7 @@ class WarmRunner:
             else:
                 env = shell_env
         if isinstance(launch, str):
-            self.note(f"warm runner not used: {launch}; running `{_shown(command)}` cold")
+            self.note(f"warm runner not used: {launch}; the tests run cold")
             return cold_run()
         try:
             server = self._server(launch, env)

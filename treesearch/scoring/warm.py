@@ -794,10 +794,6 @@ class WarmRunner:
         self.close()
 
 
-def _shown(command: str | Sequence[str]) -> str:
-    return command if isinstance(command, str) else shlex.join(command)
-
-
 def _module_name(entry: str, is_dir: bool) -> str | None:
     if is_dir:
         return entry if entry.isidentifier() else None

@@ -170,6 +170,14 @@ SCENARIOS: dict[str, dict[str, str]] = {
         "test_a.py": "import pytest\ndef test_x(): pytest.exit('stop', 2)\ndef test_y(): pass\n"
     },
     "no tests": {"test_a.py": "x = 1\n"},
+    "gc introspection": {
+        "test_a.py": """
+            import gc, _pytest.config
+            def test_objects(): assert any(o is _pytest.config.main for o in gc.get_objects())
+            def test_referrers(): assert gc.get_referrers(_pytest.config.main.__code__)
+            def test_not_frozen(): assert gc.get_freeze_count() == 0
+        """,
+    },
     "a thread left running at the end": {
         "test_a.py": """
             import threading, time
@@ -453,7 +461,8 @@ def test_cli_score_warm_on_gives_the_cold_result_and_leaves_no_server(tmp_path: 
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         data = json.loads(done.stdout)
-        outputs.append((data["score"], sorted(data["run"]["tests"], key=str)))
+        tests = sorted((t["id"], t["outcome"]) for t in data["run"]["tests"])
+        outputs.append((data["score"], data["run"]["status"], tests))
     assert outputs[0] == outputs[1]
     assert server_pids(str(tmp)) == []
 

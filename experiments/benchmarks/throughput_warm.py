@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -39,27 +41,53 @@ def _outcomes(run: Any) -> list[tuple[str, str]]:
     return sorted((t.id, t.outcome.value) for t in run.tests)
 
 
+def _cpu_self() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _cpu_children() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _cpu_server(runner: WarmRunner) -> float:
+    """CPU seconds of the warm servers and of the children they reaped (``/proc``)."""
+    total = 0
+    for server in runner._servers.values():
+        fields = Path(f"/proc/{server.proc.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+        total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def measure_suite(source: Path, runs: int, scratch: Path) -> dict[str, Any]:
-    """Cold and warm runs per second of the suite in ``source`` (copied), interleaved."""
+    """Cold and warm runs per second of the suite in ``source`` (copied), interleaved; and the
+    CPU seconds per run, which the load of a shared machine changes less."""
     ws = scratch / source.name
     shutil.copytree(source, ws)
-    cold_seconds = warm_seconds = 0.0
+    cold_seconds = warm_seconds = cold_cpu = warm_cpu = 0.0
     with WarmRunner("on") as runner:
         expected = _outcomes(run_tests(SPEC, ws))  # untimed: page cache, the server's start
         if _outcomes(run_tests(SPEC, ws, warm=runner)) != expected:
             raise SystemExit(f"{source.name}: warm outcomes differ from cold ones")
+        run_tests(SPEC, ws, warm=runner)  # the server imports what the first run taught it
         for _ in range(runs):
-            t = time.perf_counter()
+            c0, s0, t = _cpu_children(), _cpu_self(), time.perf_counter()
             cold = run_tests(SPEC, ws)
             cold_seconds += time.perf_counter() - t
-            t = time.perf_counter()
+            cold_cpu += _cpu_children() - c0 + _cpu_self() - s0
+            w0, s0, t = _cpu_server(runner), _cpu_self(), time.perf_counter()
             warm = run_tests(SPEC, ws, warm=runner)
             warm_seconds += time.perf_counter() - t
+            warm_cpu += _cpu_server(runner) - w0 + _cpu_self() - s0
             if _outcomes(cold) != expected or _outcomes(warm) != expected:
                 raise SystemExit(f"{source.name}: outcomes changed between runs")
         notes = list(runner.notes)
     cold_rate, warm_rate = runs / cold_seconds, runs / warm_seconds
     return {
+        "cold_cpu_seconds_per_run": round(cold_cpu / runs, 4),
+        "warm_cpu_seconds_per_run": round(warm_cpu / runs, 4),
+        "cpu_ratio": round(cold_cpu / warm_cpu, 2) if warm_cpu else None,
         "suite": source.name,
         "tests": len(expected),
         "runs": runs,
@@ -80,12 +108,17 @@ def measure(runs: int = 10, bug: str = "arith_bisect") -> dict[str, Any]:
 
 
 def report(result: dict[str, Any]) -> str:
-    lines = [f"{'suite':<14} {'tests':>5} {'cold/s':>8} {'warm/s':>8} {'ratio':>6}  target"]
+    lines = [
+        f"{'suite':<14} {'tests':>5} {'cold/s':>8} {'warm/s':>8} {'ratio':>6}  target"
+        f"          cpu/run cold  warm  ratio"
+    ]
     for row in result["warm_vs_cold"]:
         verdict = "PASS" if row["pass"] else "FAIL"
         lines.append(
             f"{row['suite']:<14} {row['tests']:>5} {row['cold_runs_per_second']:>8.2f} "
             f"{row['warm_runs_per_second']:>8.2f} {row['ratio']:>5.2f}x  >= {TARGET:g}x {verdict}"
+            f"  {row['cold_cpu_seconds_per_run']:>14.3f} {row['warm_cpu_seconds_per_run']:>5.3f}"
+            f" {row['cpu_ratio']:>5}x"
         )
         lines += [f"  note: {n}" for n in row["notes"]]
     lines.append("(a shared machine: the figures are noisy; compare ratios of one run)")

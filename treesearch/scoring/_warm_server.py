@@ -26,6 +26,7 @@ _STARTUP = frozenset(sys.modules)  # what the interpreter itself imported: never
 
 import atexit  # noqa: E402
 import builtins  # noqa: E402
+import gc  # noqa: E402
 import importlib  # noqa: E402
 import importlib.machinery  # noqa: E402
 import io  # noqa: E402
@@ -160,8 +161,35 @@ def _start_time():
         return 0
 
 
+def _freeze():
+    """Keep what the server imported out of the children's garbage collections (``gc.freeze``):
+    a full collection in a child, which pytest makes at the end of a session, then walks only
+    the child's own objects, and the pages of the server's objects stay shared."""
+    gc.collect()
+    gc.freeze()
+
+
+def _thaw_on_introspection():
+    """In a child: the functions that list the objects of the generations see the frozen ones
+    again as a cold process would (they unfreeze them first)."""
+
+    def thawing(original):
+        def call(*args, **kwargs):
+            gc.unfreeze()
+            return original(*args, **kwargs)
+
+        call.__name__ = original.__name__
+        call.__qualname__ = original.__qualname__
+        call.__doc__ = original.__doc__
+        return call
+
+    for name in ("get_objects", "get_referrers", "get_freeze_count"):
+        setattr(gc, name, thawing(getattr(gc, name)))
+
+
 def _child(request, fds, sock):
     """In the forked child: become the cold run's process, run pytest, exit with its status."""
+    _thaw_on_introspection()
     out_fd, err_fd = fds[0], fds[1]
     announce = fds[2] if len(fds) > 2 else None
     os.setsid()
@@ -384,6 +412,7 @@ def _learn(request, deny, base_path):
     threaded = _preload(learned, deny)
     os.chdir(old)
     sys.path[:] = base_path
+    _freeze()
     return learned, threaded
 
 
@@ -413,6 +442,7 @@ def main():
     deny = set(settings.get("deny") or ())
     threaded = _preload(settings.get("preload") or (), deny)
     sys.path[:] = base_path
+    _freeze()
     _send(
         sock,
         {

@@ -208,9 +208,9 @@ def _child(request, fds, sock):
         os.close(fd)
     if request.get("shell_parent"):
         _shell_parent()
-    sys.stdin = sys.__stdin__ = _stdio(0, False, sys.__stdin__)
-    sys.stdout = sys.__stdout__ = _stdio(1, True, sys.__stdout__)
-    sys.stderr = sys.__stderr__ = _stdio(2, True, sys.__stderr__)
+    sys.stdin = sys.__stdin__ = _stdio(0, False, sys.__stdin__)  # type: ignore[misc]
+    sys.stdout = sys.__stdout__ = _stdio(1, True, sys.__stdout__)  # type: ignore[misc]
+    sys.stderr = sys.__stderr__ = _stdio(2, True, sys.__stderr__)  # type: ignore[misc]
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -477,7 +477,7 @@ def main():
             return  # the client starts a new server without that module
 
 
-_SITE_DIRS = []
+_SITE_DIRS = []  # type: list[str]
 _COERCED = None
 
 if __name__ == "__main__":

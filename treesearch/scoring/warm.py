@@ -44,7 +44,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -261,7 +261,7 @@ class _Server:
         env: Mapping[str, str],
         scratch: Path,
         preload: Sequence[str],
-        deny: Sequence[str],
+        deny: Iterable[str],
     ) -> None:
         self.preload = list(preload)
         self.deny = set(deny)

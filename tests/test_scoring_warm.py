@@ -18,6 +18,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -257,7 +258,7 @@ def test_warm_child_sees_the_path_argv_environment_and_folder_of_a_cold_run(
     assert view(warm) == view(cold) and cold.status is RunStatus.OK
     assert runner.warm_runs == 1 and not runner.notes
 
-    def dump(run: TestRun) -> dict[str, object]:
+    def dump(run: TestRun) -> dict[str, Any]:
         line = next(x for x in run.output.splitlines() if x.startswith("DUMP"))
         # The run's scratch folder (report, probe) is a new temporary one per run.
         data = json.loads(re.sub(r"/score-[^/\"]*/", "/score-X/", line[4:]))
@@ -265,7 +266,7 @@ def test_warm_child_sees_the_path_argv_environment_and_folder_of_a_cold_run(
         return data
 
     assert dump(warm) == dump(cold)
-    path = set(dump(warm)["path"])  # type: ignore[arg-type]
+    path = set(dump(warm)["path"])
     assert {str(extra), str(ws / "rel")} <= path and (str(ws) in path) == (how != "pytest script")
 
 
@@ -318,6 +319,24 @@ def test_installed_package_the_server_learned_is_dropped_for_a_workspace_that_sh
     assert view(warm) == view(cold) and cold.status is RunStatus.OK
     assert runner.warm_runs == 3 and not runner.notes
     assert "yaml" not in next(iter(runner._servers.values())).modules
+
+
+def test_per_run_plugin_variables_keep_one_server_and_reach_each_run(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    # Another part of treesearch may load a plugin with a per-run file (TREESEARCH_*, PYTEST_*).
+    ws = project(
+        tmp_path / "ws",
+        {"test_a.py": "import os\ndef test_a(): assert os.environ['TREESEARCH_X'] == 'two'\n"},
+    )
+    pids = []
+    for value in ("one", "two"):
+        env = {**QUICK_ENV, "TREESEARCH_X": value, "PYTEST_ADDOPTS": f"-o junit_suite_name={value}"}
+        run = run_tests(spec(env=env), ws, warm=runner)
+        assert run.status is RunStatus.OK
+        assert [t.outcome.value for t in run.tests] == ["failed" if value == "one" else "passed"]
+        pids.append([s.proc.pid for s in runner._servers.values()])
+    assert pids[0] == pids[1] and len(pids[0]) == 1
 
 
 def test_warm_timeout_ends_the_whole_process_group_grandchild_included(
@@ -529,6 +548,7 @@ def test_search_says_why_the_warm_runner_is_not_used_in_events_summary_and_notes
 _PARENT = """
 import sys
 from pathlib import Path
+from typing import Any
 from treesearch.scoring import TestSpec, run_tests
 from treesearch.scoring.warm import WarmRunner
 ws = Path(sys.argv[1])

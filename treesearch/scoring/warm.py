@@ -137,8 +137,8 @@ def plan(command: str | Sequence[str], env: Mapping[str, str], cwd: str) -> Laun
             "script",
             os.path.abspath(os.path.join(cwd, script)),
             tuple(words[1:]),
-            (interpreter, script, *words[1:]),
-            argv0=script,
+            (interpreter, first if "/" in first else script, *words[1:]),
+            argv0=first if "/" in first else script,
             shell=shell,
         )
     return "only pytest commands run warm"
@@ -146,8 +146,8 @@ def plan(command: str | Sequence[str], env: Mapping[str, str], cwd: str) -> Laun
 
 def _find(word: str, path: str, cwd: str) -> str | None:
     if "/" in word:
-        full = os.path.join(cwd, word)
-        return word if os.path.isfile(full) and os.access(full, os.X_OK) else None
+        full = os.path.normpath(os.path.join(cwd, word))
+        return full if os.path.isfile(full) and os.access(full, os.X_OK) else None
     return shutil.which(word, path=path)
 
 
@@ -679,8 +679,12 @@ class WarmRunner:
         return cold
 
     def _server(self, launch: Launch, env: Mapping[str, str]) -> _Server:
+        # What a child sets for itself, and what pytest reads only when a session starts: a
+        # per-run value there (a plugin's file) must not cost a new server per run.
         server_env = {
-            k: v for k, v in env.items() if k != "PYTHONPATH" and not k.startswith("TREESEARCH_")
+            k: v
+            for k, v in env.items()
+            if k != "PYTHONPATH" and not k.startswith(("TREESEARCH_", "PYTEST_"))
         }
         key = (launch.interpreter, tuple(sorted(server_env.items())))
         for _ in range(3):

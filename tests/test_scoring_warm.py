@@ -514,8 +514,15 @@ def test_search_with_warm_auto_finds_the_graph_of_a_cold_search(tmp_path: Path) 
     from treesearch.app import run_from_config
 
     graphs = {}
+    servers: set[int] = set()
+
+    def ours(progress: object) -> None:  # the servers this process started, seen mid-search
+        servers.update(p for p in server_pids(SERVER_SCRIPT) if _ppid(p) == os.getpid())
+
     for warm in ("off", "auto"):
-        out = run_from_config(_search_config(tmp_path, "python -m pytest -q", warm))
+        out = run_from_config(
+            _search_config(tmp_path, "python -m pytest -q", warm), on_progress=ours
+        )
         graphs[warm] = sorted(
             (d["score"], json.dumps(d["tests"], sort_keys=True))
             for _, d in out.graph.nodes(data=True)
@@ -524,6 +531,14 @@ def test_search_with_warm_auto_finds_the_graph_of_a_cold_search(tmp_path: Path) 
             assert out.summary["warm"]["warm_runs"] >= 2 and not out.summary["warm"]["notes"]
             assert out.summary["warm"]["cold_runs"] == 1  # the first run's check
     assert graphs["auto"] == graphs["off"]
+    assert servers and not any(alive(p) for p in servers)  # the search ended its server
+
+
+def _ppid(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def test_search_says_why_the_warm_runner_is_not_used_in_events_summary_and_notes(

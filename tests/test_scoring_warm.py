@@ -368,7 +368,9 @@ def test_warm_timeout_ends_the_whole_process_group_grandchild_included(
 # --- when it is not used, it says so ------------------------------------------------------------
 
 
-def test_shell_pipeline_runs_cold_with_a_note(tmp_path: Path, runner: WarmRunner) -> None:
+def test_shell_line_with_shell_features_runs_cold_with_a_note(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
     ws = project(tmp_path / "ws", {"test_a.py": "def test_a(): pass\n"})
     s = spec(command=f"cd . && {sys.executable} -m pytest -q", runner="pytest")
     run = run_tests(s, ws, warm=runner)

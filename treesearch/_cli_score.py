@@ -4,6 +4,7 @@ every group): one of the modules that may print, read environment variables or e
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from treesearch.cli import _emit_json, _open_store, _store_args
@@ -30,6 +31,8 @@ def _cmd_score(args: argparse.Namespace) -> int:
         ref=args.ref,
         store=store,
         score=args.score,
+        warm=args.warm,
+        on_note=lambda text: print(f"treesearch: note: {text}", file=sys.stderr),
     )
     broken = 0 if result.run.status.value == "ok" else 3  # the tests gave no usable result
     if args.json:
@@ -88,6 +91,13 @@ def add_score(sub: Any) -> None:
         help="score function: pass_fraction (default), resolved, swebench",
     )
     p.add_argument("--no-cache", action="store_true", help="run even if the result is cached")
+    p.add_argument(
+        "--warm",
+        choices=("on", "off"),
+        default="off",
+        help="on: run a pytest command forked from a warm server, as a search does "
+        "(default off: one run does not pay for starting one)",
+    )
     _store_args(p)
     p.set_defaults(handler=_cmd_score)
 

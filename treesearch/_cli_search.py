@@ -127,6 +127,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     def started(run: Any, workspace: Path) -> None:
         print(f"run {run.path.name}: searching {workspace}", file=sys.stderr)
 
+    def note(text: str) -> None:  # e.g. why the warm test runner fell back to cold runs
+        print(f"treesearch: {text}", file=sys.stderr)
+
     out = run_from_config(
         loaded,
         runs_dir=Path(args.runs_dir) if args.runs_dir else None,
@@ -134,6 +137,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         on_start=started,
         home=_store_home(None),
         watch=_watch(),
+        on_note=note,
     )
     return _report_search(args, out, progress)
 

@@ -83,6 +83,7 @@ def run_from_config(
     on_start: Callable[[RunDir, Path], None] | None = None,
     home: Path | None = None,
     watch: bool = True,
+    on_note: NoteFn | None = None,
 ) -> SearchOutcome:
     """Start a new search. ``config`` is a mapping (as YAML gives) or a loaded config.
 
@@ -146,7 +147,7 @@ def run_from_config(
             on_start(run, workspace)
         source_path = str(run.path / "config.yaml")
         loaded_resolved = validate(resolved, source=source_path, base_dir=run.path)
-        return _search(loaded_resolved, run, [], on_progress, store=store)
+        return _search(loaded_resolved, run, [], on_progress, store=store, on_note=on_note)
 
 
 def resume(
@@ -246,13 +247,40 @@ def _search_held(
         run.append({"event": "reaped", "time": time.time(), **reaped.to_dict()})
     if cfg.workspace.source is not None:  # a copy: `treesearch clean` keeps it while we run
         claim_copy(loaded.workspace_path())
-    isolation = _isolation(loaded)
     scorer = Scorer.from_config(
         cfg.scoring.model_dump(),
         loaded.source,
         where="scoring",
         cache=ScoreCache(store.path / "scores.sqlite"),
     )
+    with scorer:  # its warm server ends with the search, however it ends
+        scorer.warm.on_note = _warm_note(run, on_note)
+        return _search_scored(loaded, run, store, events, on_progress, scorer, on_note=on_note)
+
+
+def _warm_note(run: RunDir, on_note: NoteFn | None) -> NoteFn:
+    """A fallback of the warm test runner: recorded in the events and said at once."""
+
+    def note(text: str) -> None:
+        run.append({"event": "warm_runner", "note": text, "time": time.time()})
+        if on_note is not None:
+            on_note(f"note: {text}")
+
+    return note
+
+
+def _search_scored(
+    loaded: LoadedConfig,
+    run: RunDir,
+    store: ShadowStore,
+    events: list[dict[str, Any]],
+    on_progress: ProgressFn | None,
+    scorer: Scorer,
+    *,
+    on_note: NoteFn | None = None,
+) -> SearchOutcome:
+    cfg = loaded.config
+    isolation = _isolation(loaded)
     strategies = {
         name: Strategy(
             name,
@@ -385,6 +413,7 @@ def _finish(
         "noops": sum(len(d["noops"]) for _, d in g.nodes(data=True)),
         "agent_errors": agent_errors(g),
         "isolation": isolation.describe(),
+        "warm": scorer.warm.describe(),
         "seconds": round(seconds, 3),
         "mean_seconds_per_expansion": {k: round(v, 4) for k, v in overhead.items()},
     }

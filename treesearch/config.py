@@ -150,11 +150,20 @@ class ScoringConfig(_Model):
     grade_files: dict[str, str] | None = None
     """Held-out files laid over the grading copy: a path in the copy -> a file or folder outside
     the workspace (checked by ``scoring.heldout.check_grade_files``)."""
+    warm: Literal["auto", "on", "off"] = "auto"
+    """pytest runs forked from a warm server (``scoring.warm``): ``auto`` where safe, the first
+    run checked against a cold one; ``on`` where safe, unchecked; ``off`` always cold."""
 
     @field_validator("search_tests", mode="before")
     @classmethod
     def _default_tests(cls, value: Any) -> Any:
         return {} if value is None else value  # `search_tests:` with nothing: the defaults
+
+    @field_validator("warm", mode="before")
+    @classmethod
+    def _warm(cls, value: Any) -> Any:
+        # YAML 1.1 reads a bare `on`/`off` as true/false.
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
     @field_validator("cache_inputs", mode="before")
     @classmethod

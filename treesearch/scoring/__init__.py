@@ -14,6 +14,8 @@
   ``ScoreCache`` keeps runs by (tree hash, spec fingerprint, environment key: ``envkey``) in
   SQLite, shared by processes.
 * ``score_workspace`` is the entry point for the ``treesearch score`` command.
+* ``warm.WarmRunner`` (``scoring.warm``) runs pytest commands forked from a warm server where
+  that gives the result of a cold run, and says when it falls back to cold runs.
 
 The library never prints.
 """

@@ -26,6 +26,7 @@ from treesearch.scoring.junit import (
 from treesearch.scoring.probe import Probe, interrupt_banner, probe_env, read_probe
 from treesearch.scoring.results import Outcome, RunStatus, TestCase, TestRun, worse
 from treesearch.scoring.spec import TestSpec
+from treesearch.scoring.warm import WarmRunner
 from treesearch.types import ProcessResult
 
 OUTPUT_TAIL_CHARS = 8000
@@ -61,10 +62,13 @@ def run_tests(
     *,
     only: Sequence[str] | None = None,
     max_report_bytes: int = MAX_REPORT_BYTES,
+    warm: WarmRunner | None = None,
 ) -> TestRun:
     """Run the spec's command in ``workspace`` and read its per-test results.
 
-    ``only`` replaces the spec's explicit test ids (used for re-runs). The workspace is left as
+    ``only`` replaces the spec's explicit test ids (used for re-runs). ``warm``: run pytest
+    commands in a warm runner's forked children where that is the same as a cold run (it falls
+    back to cold runs itself, with a note). The workspace is left as
     it was: a report path inside it is put back the way it was found, and Python writes no
     bytecode unless the spec's env says otherwise.
 
@@ -101,7 +105,20 @@ def run_tests(
             env.update(probe_env(spec.command, Path(tmp) / "probe", probe_file, env, os.environ))
         with _report_slot(report_path, Path(tmp) / "previous-report"):
             try:
-                proc = sandbox.run(command, cwd, timeout=spec.timeout, extra_env=env)
+                if warm is not None:
+                    proc = warm.run(
+                        command,
+                        cwd,
+                        timeout=spec.timeout,
+                        extra_env=env,
+                        workspace=workspace,
+                        cold=sandbox.run,
+                        pytest=spec.is_pytest,
+                        report=report_path,
+                        probe=probe_file,
+                    )
+                else:
+                    proc = sandbox.run(command, cwd, timeout=spec.timeout, extra_env=env)
             except SandboxError as exc:
                 raise ScoringError(f"cannot run the tests `{shown}` in {cwd}: {exc}") from exc
             report: Report | ReportError | None = None
@@ -383,6 +400,7 @@ def recheck_changed(
     parent: TestRun,
     *,
     max_report_bytes: int = MAX_REPORT_BYTES,
+    warm: WarmRunner | None = None,
 ) -> tuple[TestRun, int]:
     """Re-run (``spec.reruns`` times) the tests whose outcome differs from ``parent``'s; returns
     the updated run and the number of re-runs made.
@@ -408,6 +426,7 @@ def recheck_changed(
             workspace,
             only=changed if spec.is_pytest else None,
             max_report_bytes=max_report_bytes,
+            warm=warm,
         )
         if again.status is not RunStatus.OK:
             continue

@@ -6,7 +6,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from treesearch.scoring.grading import ScoreFunction, make_score
 from treesearch.scoring.results import RunStatus, ScoreResult, TestRun
 from treesearch.scoring.runner import recheck_changed, run_tests
 from treesearch.scoring.spec import TestSpec
+from treesearch.scoring.warm import WARM_MODES, WarmRunner
 from treesearch.types import SnapshotStore
 
 ScoreLike = str | Mapping[str, Any] | ScoreFunction
@@ -31,6 +32,7 @@ _SCORER_KEYS = (
     "grade_score",
     "cache_inputs",
     "grade_files",
+    "warm",
 )
 """``grade_files`` is read by ``heldout.check_grade_files`` (the app), not by ``Scorer``."""
 
@@ -56,6 +58,7 @@ class Scorer:
         *,
         grade_score: ScoreLike | None = None,
         cache_inputs: Sequence[str] = (),
+        warm: str = "off",
     ) -> None:
         self.search_spec = search_spec
         """Spec of the tests that steer the search."""
@@ -76,6 +79,21 @@ class Scorer:
         """Test commands actually run by this scorer (re-runs included; cache hits excluded)."""
         self.cache_hits = 0
         """Results served from the cache."""
+        if warm not in WARM_MODES:
+            raise ConfigError(f"warm must be one of {', '.join(WARM_MODES)}, got {warm!r}")
+        self.warm = WarmRunner(warm)
+        """The warm pytest runner (``scoring.warm``; ``off``: every run is cold). Its servers
+        live until ``close``."""
+
+    def close(self) -> None:
+        """End the warm runner's servers (a new run starts them again)."""
+        self.warm.close()
+
+    def __enter__(self) -> Scorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def from_config(
@@ -89,7 +107,8 @@ class Scorer:
         """Build from a config section with keys ``search_tests`` (a ``TestSpec`` mapping),
         ``grade_tests`` (optional, held out), ``score`` and ``grade_score`` (a name or a
         ``{kind: ...}`` mapping; ``grade_score`` defaults to ``score``) and ``cache_inputs``
-        (a list of globs relative to the workspace)."""
+        (a list of globs relative to the workspace) and ``warm`` (``auto``, the default, ``on``
+        or ``off``: see ``treesearch.scoring.warm``)."""
         at = f"{source}: {where}" if where else source
         if d is None:
             d = {}
@@ -117,7 +136,14 @@ class Scorer:
             else None
         )
         inputs = check_cache_inputs(d.get("cache_inputs"), f"{source}: {key('cache_inputs')}")
-        return cls(search, score, grade, cache, grade_score=grade_score, cache_inputs=inputs)
+        warm = d.get("warm", "auto")
+        if isinstance(warm, bool):  # YAML 1.1 reads a bare `on`/`off` as true/false
+            warm = "on" if warm else "off"
+        if warm not in WARM_MODES:
+            raise ConfigError(f"{at}.warm: must be one of {', '.join(WARM_MODES)}, got {warm!r}")
+        return cls(
+            search, score, grade, cache, grade_score=grade_score, cache_inputs=inputs, warm=warm
+        )
 
     def score(
         self,
@@ -181,10 +207,11 @@ class Scorer:
                 if time_limit is not None and limited
                 else spec
             )
-            run = run_tests(used, workspace)
+            warm = self.warm if self.warm.mode != "off" else None
+            run = run_tests(used, workspace, warm=warm)
             self.test_runs += 1
             if parent is not None and spec.reruns:
-                run, reruns = recheck_changed(used, workspace, run, parent)
+                run, reruns = recheck_changed(used, workspace, run, parent, warm=warm)
                 self.test_runs += reruns
             cut = limited and run.timed_out  # says nothing about the state: never cached
             if tree is not None and self.cache is not None and _cacheable(run) and not cut:
@@ -239,6 +266,8 @@ def score_workspace(
     store: SnapshotSource | None = None,
     score: ScoreLike = "pass_fraction",
     cache_inputs: Sequence[str] = (),
+    warm: str = "off",
+    on_note: Callable[[str], None] | None = None,
 ) -> ScoreResult:
     """Score ``workspace`` as it is, or snapshot ``ref`` of ``store`` materialised into a
     temporary folder (the workspace is then not touched).
@@ -247,7 +276,9 @@ def score_workspace(
     ``store`` and a ``cache``, the workspace is captured first to learn it (that records a
     snapshot labelled by ``meta={"purpose": "score"}``). ``spec`` may be a config mapping;
     ``cache_inputs`` are globs of files (relative to the workspace) whose content is part of the
-    cache key (see ``Scorer``).
+    cache key (see ``Scorer``). ``warm``: ``on`` runs a pytest command in a warm server
+    (``off``, the default: one run does not pay for starting one); ``on_note`` hears its
+    fallbacks to a cold run.
 
     Raises:
         ScoringError: ``ref`` without ``store``, or the tests could not be set up.
@@ -255,7 +286,19 @@ def score_workspace(
     """
     if not isinstance(spec, TestSpec):
         spec = TestSpec.from_config(spec)
-    scorer = Scorer(spec, score, cache=cache, cache_inputs=cache_inputs)
+    with Scorer(spec, score, cache=cache, cache_inputs=cache_inputs, warm=warm) as scorer:
+        scorer.warm.on_note = on_note
+        return _score_with(scorer, workspace, cache=cache, ref=ref, store=store)
+
+
+def _score_with(
+    scorer: Scorer,
+    workspace: str | os.PathLike[str],
+    *,
+    cache: ScoreCache | None,
+    ref: str | None,
+    store: SnapshotSource | None,
+) -> ScoreResult:
     if ref is None:
         tree = None
         if store is not None and cache is not None:

@@ -1,0 +1,484 @@
+# ruff: noqa: SIM105, SIM115, UP020, UP031 - it runs in the tests' interpreter: plain code, few imports
+"""The warm pytest server: run by the interpreter of the tests, it imports pytest once and forks a
+child per test run, which runs pytest in-process as ``python -m pytest`` would have.
+
+Started by ``treesearch.scoring.warm`` as ``<python> <this file> <socket fd> <settings file>``
+with the environment of the test runs (less their per-run variables), so that every interpreter
+setting made at start-up (flags, locale, ``PYTHONDONTWRITEBYTECODE``, ...) is the one a cold run
+gets. It never imports the workspace's own modules: it runs in a scratch folder, without
+``PYTHONPATH``, and imports only pytest and the modules a settings file names (installed
+packages the tests imported in earlier runs).
+
+Protocol (a Unix stream socket; each message a 8-byte length and a JSON object, descriptors
+attached to the length): the server says ``ready``; then per run the client sends ``run``
+(argv, cwd, environment, ``PYTHONPATH`` entries, with stdout, stderr and the lifecycle
+watchdog's pipe attached), the server answers ``pid``, then ``exit`` (the wait status) when the
+child has ended, leaving it a zombie until the client sends ``reap`` (so that its process group
+id cannot be reused while the client ends the group), and answers that with ``reaped``. The end
+of the socket (the client died) ends the running child's group and the server.
+
+Standard library only, Python 3.9+: it runs in the interpreter of the tests. It never prints.
+"""
+
+import sys
+
+_STARTUP = frozenset(sys.modules)  # what the interpreter itself imported: never shadowable
+
+import atexit  # noqa: E402
+import builtins  # noqa: E402
+import gc  # noqa: E402
+import importlib  # noqa: E402
+import importlib.machinery  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import runpy  # noqa: E402
+import select  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import struct  # noqa: E402
+import traceback  # noqa: E402
+import types  # noqa: E402
+
+_HEADER = struct.Struct(">Q")
+_MAX_FDS = 8
+
+
+def _send(sock, message, fds=()):
+    data = json.dumps(message).encode("utf-8")
+    header = _HEADER.pack(len(data))
+    if fds:
+        socket.send_fds(sock, [header], list(fds))
+    else:
+        sock.sendall(header)
+    sock.sendall(data)
+
+
+def _recv_exact(sock, n):
+    chunks = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _recv(sock):
+    header, fds, _flags, _addr = socket.recv_fds(sock, _HEADER.size, _MAX_FDS)
+    if not header:
+        raise EOFError
+    if len(header) < _HEADER.size:
+        header += _recv_exact(sock, _HEADER.size - len(header))
+    (size,) = _HEADER.unpack(header)
+    return json.loads(_recv_exact(sock, size).decode("utf-8")), list(fds)
+
+
+def _site_dirs():
+    """Folders of installed code: the standard library and site-packages (not ``.pth`` additions
+    such as editable installs, which are source folders that may change)."""
+    import site
+    import sysconfig
+
+    dirs = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(os.path.realpath(path))
+    for path in site.getsitepackages() + [site.getusersitepackages()]:
+        dirs.add(os.path.realpath(path))
+    return sorted(dirs)
+
+
+def _module_file(module):
+    path = getattr(module, "__file__", None)
+    return os.path.realpath(path) if isinstance(path, str) else None
+
+
+def _installed(path, site_dirs):
+    return path is not None and any(path.startswith(d + os.sep) for d in site_dirs)
+
+
+def _preload(names, deny):
+    """Import installed modules the tests used before; stop at one that starts a thread (a fork
+    of a threaded process may deadlock) and return its name."""
+    for name in names:
+        if name in sys.modules or name.split(".")[0] in deny:
+            continue
+        try:
+            importlib.import_module(name)
+        except BaseException:  # noqa: BLE001 - whatever an import does, the server goes on
+            continue
+        if _threads() > 1:
+            return name
+    return None
+
+
+def _threads():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
+def _state(site_dirs):
+    """The top-level modules this process has imported beyond the interpreter's start-up, and
+    the files of all its modules (the client checks that none lies in the workspace)."""
+    top = sorted({name.split(".")[0] for name in sys.modules} - _STARTUP - {"__main__"})
+    files = sorted({f for f in map(_module_file, list(sys.modules.values())) if f})
+    return {"modules": top, "files": files}
+
+
+# --- the child: one test run ----------------------------------------------------------------------
+
+
+def _stdio(fd, write, old):
+    """A new ``sys.std*`` stream on ``fd``, made the way the interpreter makes them at start-up
+    (the encoding, errors and buffering of the old one, line buffering for a terminal)."""
+    unbuffered = write and bool(getattr(old, "write_through", False))
+    raw = io.open(fd, "wb" if write else "rb", buffering=0 if unbuffered else -1, closefd=False)
+    line = not unbuffered and (os.isatty(fd) or fd == 2)
+    stream = io.TextIOWrapper(
+        raw,
+        encoding=old.encoding,
+        errors=old.errors,
+        newline="\n",
+        line_buffering=line,
+        write_through=unbuffered,
+    )
+    stream.mode = "w" if write else "r"
+    return stream
+
+
+def _start_time():
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _freeze():
+    """Keep what the server imported out of the children's garbage collections (``gc.freeze``):
+    a full collection in a child, which pytest makes at the end of a session, then walks only
+    the child's own objects, and the pages of the server's objects stay shared."""
+    gc.collect()
+    gc.freeze()
+
+
+def _thaw_on_introspection():
+    """In a child: the functions that list the objects of the generations see the frozen ones
+    again as a cold process would (they unfreeze them first)."""
+
+    def thawing(original):
+        def call(*args, **kwargs):
+            gc.unfreeze()
+            return original(*args, **kwargs)
+
+        call.__name__ = original.__name__
+        call.__qualname__ = original.__qualname__
+        call.__doc__ = original.__doc__
+        return call
+
+    for name in ("get_objects", "get_referrers", "get_freeze_count"):
+        setattr(gc, name, thawing(getattr(gc, name)))
+
+
+def _child(request, fds, sock):
+    """In the forked child: become the cold run's process, run pytest, exit with its status."""
+    _thaw_on_introspection()
+    out_fd, err_fd = fds[0], fds[1]
+    announce = fds[2] if len(fds) > 2 else None
+    os.setsid()
+    if announce is not None:  # tell the lifecycle watchdog about this group at once
+        try:
+            os.write(announce, ("%d %d\n" % (os.getpid(), _start_time())).encode("ascii"))
+        except OSError:
+            pass
+        os.close(announce)
+    os.close(sock.detach())
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    for fd in {null, out_fd, err_fd} - {0, 1, 2}:
+        os.close(fd)
+    if request.get("shell_parent"):
+        _shell_parent()
+    sys.stdin = sys.__stdin__ = _stdio(0, False, sys.__stdin__)  # type: ignore[misc]
+    sys.stdout = sys.__stdout__ = _stdio(1, True, sys.__stdout__)  # type: ignore[misc]
+    sys.stderr = sys.__stderr__ = _stdio(2, True, sys.__stderr__)  # type: ignore[misc]
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    if _COERCED is not None and "LC_CTYPE" not in os.environ:
+        os.environ["LC_CTYPE"] = _COERCED  # the interpreter's C locale coercion at start-up
+    path = [os.path.abspath(p) for p in request["pythonpath"]]
+    seen = set()
+    entries = []
+    for entry in path + list(request["base_path"]):
+        key = os.path.normcase(os.path.abspath(entry)) if entry else entry
+        if key not in seen:
+            seen.add(key)
+            entries.append(entry)
+    if not getattr(sys.flags, "safe_path", False):
+        if request["mode"] == "module":
+            entries.insert(0, os.getcwd())
+        else:
+            entries.insert(0, os.path.dirname(os.path.realpath(request["target"])))
+    sys.path[:] = entries
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
+    sys.orig_argv = list(request["orig_argv"])
+    main = types.ModuleType("__main__")
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    code = _run_main(request)
+    _write_modules(request.get("modules_file"))
+    _exit(code)
+
+
+def _shell_parent():
+    """Be ``/bin/sh -c`` of a shell that does not exec its lone command (dash): the group's
+    leader, which waits for the tests' process and exits as the shell does (128 + n for a
+    signal). The tests' process returns from here."""
+    pid = os.fork()
+    if pid == 0:
+        return
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def _run_main(request):
+    """Run the module or script as the interpreter would; the exit status it asks for."""
+    try:
+        if request["mode"] == "module":
+            sys.argv = ["-m"] + list(request["args"])
+            runpy._run_module_as_main(request["target"], alter_argv=True)
+        else:
+            script = request["target"]
+            sys.argv = [request["argv0"]] + list(request["args"])
+            main = sys.modules["__main__"]
+            main.__file__ = script
+            main.__cached__ = None
+            main.__loader__ = importlib.machinery.SourceFileLoader("__main__", script)
+            with open(script, "rb") as handle:
+                source = handle.read()
+            exec(compile(source, script, "exec", dont_inherit=True), main.__dict__)
+        return 0
+    except SystemExit as exc:
+        return _system_exit_code(exc)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        return "SIGINT"
+    except BaseException:  # noqa: BLE001 - the interpreter reports it and exits with 1
+        sys.excepthook(*sys.exc_info())
+        return 1
+
+
+def _system_exit_code(exc):
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        sys.stderr.write(str(code) + "\n")
+    except BaseException:  # noqa: BLE001
+        pass
+    return 1
+
+
+def _write_modules(path):
+    """Record the installed modules this run imported: the server imports them for later runs."""
+    if not path:
+        return
+    try:
+        site_dirs = _SITE_DIRS
+        names = sorted(
+            name
+            for name, module in list(sys.modules.items())
+            if name not in _STARTUP and _installed(_module_file(module), site_dirs)
+        )
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(names, handle)
+    except BaseException:  # noqa: BLE001 - a hint only
+        pass
+
+
+def _exit(code):
+    """What the interpreter does at its end: wait for threads, run atexit, flush, exit."""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        try:
+            threading._shutdown()
+        except BaseException:  # noqa: BLE001
+            pass
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001
+            if stream is sys.stdout and code == 0:
+                code = 120
+    if code == "SIGINT":
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        code = 130
+    os._exit(code)
+
+
+# --- the server -----------------------------------------------------------------------------------
+
+
+def _kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _serve_run(sock, request, fds):
+    """Fork the child of one run, report its pid and its end, reap it when told to."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _child(request, fds, sock)
+        except BaseException:  # noqa: BLE001 - the run's stderr says why, if it is set up
+            traceback.print_exc()
+        finally:
+            os._exit(70)
+    for fd in fds:
+        os.close(fd)
+    _send(sock, {"pid": pid})
+    pidfd = os.pidfd_open(pid)
+    try:
+        while True:
+            ready, _, _ = select.select([sock, pidfd], [], [])
+            if pidfd in ready:
+                break
+            try:  # the client never talks during a run: data or EOF means it is gone
+                _recv(sock)
+            except (EOFError, OSError, ValueError):
+                pass
+            _kill_group(pid)
+            os.waitpid(pid, 0)
+            raise EOFError
+    finally:
+        os.close(pidfd)
+    info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+    status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+    _send(sock, {"exit": status})
+    message, _ = _recv(sock)  # "reap": the client has ended what was left of the group
+    os.waitpid(pid, 0)
+    return message
+
+
+def _learn(request, deny, base_path):
+    """Import the installed modules the last run imported (and this server had not)."""
+    learned = []
+    modules_file = request.get("modules_file")
+    if modules_file:
+        try:
+            with open(modules_file, encoding="utf-8") as handle:
+                learned = [n for n in json.load(handle) if n not in sys.modules]
+        except (OSError, ValueError):
+            learned = []
+    if not learned:
+        return learned, None
+    old = os.getcwd()
+    try:
+        os.chdir(request["cwd"])  # a package may read its settings from here at import
+    except OSError:
+        pass
+    threaded = _preload(learned, deny)
+    os.chdir(old)
+    sys.path[:] = base_path
+    _freeze()
+    return learned, threaded
+
+
+def main():
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    with open(sys.argv[2], encoding="utf-8") as handle:
+        settings = json.load(handle)
+    path0 = sys.path[0]
+    base_path = sys.path[1:]  # the server's own folder is not a test run's
+    sys.path[:] = base_path
+    global _SITE_DIRS, _COERCED
+    _SITE_DIRS = _site_dirs()
+    if os.environ.get("LC_CTYPE") != settings.get("lc_ctype"):
+        _COERCED = os.environ.get("LC_CTYPE")
+    try:
+        import pytest  # noqa: F401
+        from _pytest.config import default_plugins
+
+        for name in default_plugins:
+            try:
+                importlib.import_module("_pytest." + name)
+            except ImportError:
+                pass
+    except BaseException as exc:  # noqa: BLE001 - said to the client, which runs cold
+        _send(sock, {"ready": False, "error": "cannot import pytest: %s" % (exc,)})
+        return
+    deny = set(settings.get("deny") or ())
+    threaded = _preload(settings.get("preload") or (), deny)
+    sys.path[:] = base_path
+    _freeze()
+    _send(
+        sock,
+        {
+            "ready": True,
+            "pid": os.getpid(),
+            "base_path": base_path,
+            "server_dir": path0,
+            "threaded": threaded,
+            **_state(_SITE_DIRS),
+        },
+    )
+    while True:
+        try:
+            request, fds = _recv(sock)
+        except (EOFError, OSError):
+            return
+        if request.get("op") != "run":
+            return
+        try:
+            _serve_run(sock, request, fds)
+        except (EOFError, OSError):
+            return
+        learned, threaded = _learn(request, deny, base_path)
+        reply = {"reaped": True, "threaded": threaded}
+        if learned:
+            reply.update(_state(_SITE_DIRS))
+        try:
+            _send(sock, reply)
+        except OSError:
+            return
+        if threaded:
+            return  # the client starts a new server without that module
+
+
+_SITE_DIRS = []  # type: list[str]
+_COERCED = None
+
+if __name__ == "__main__":
+    main()

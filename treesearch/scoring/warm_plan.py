@@ -1,0 +1,161 @@
+"""Which test commands the warm runner can run, and how (``treesearch.scoring.warm``).
+
+``plan`` reads a command the way ``/bin/sh`` (for a string) or ``exec`` (for an argument vector)
+would start it: ``python -m pytest ...`` or a ``pytest`` script whose first line names a Python
+interpreter, found on the run's ``PATH``; anything else is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Launch", "plan", "shell_env", "shell_execs"]
+
+_SHELL_SPECIAL = re.compile(r"[$`;&|<>(){}*?\[\]~!#\n\r]")
+_PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
+_PYTEST_SCRIPT = re.compile(r"^py\.?test$")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How a test command runs in a warm child."""
+
+    interpreter: str
+    """The Python the cold command runs (the server's interpreter)."""
+    mode: str
+    """``module`` (``python -m pytest``) or ``script`` (a ``pytest`` script)."""
+    target: str
+    """The module name, or the script's path."""
+    args: tuple[str, ...]
+    """pytest's arguments."""
+    orig_argv: tuple[str, ...]
+    """``sys.orig_argv`` of the cold interpreter."""
+    argv0: str = ""
+    """``sys.argv[0]`` of a script."""
+    shell: bool = False
+    """The command is a shell line: a signal's death reads as the shell reports it."""
+
+
+def plan(command: str | Sequence[str], env: Mapping[str, str], cwd: str) -> Launch | str:
+    """How ``command`` runs warm with environment ``env`` in ``cwd``, or why it cannot."""
+    shell = isinstance(command, str)
+    if isinstance(command, str):
+        if _SHELL_SPECIAL.search(command):
+            return "the test command uses shell features (expansions, redirections, pipes...)"
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            return "the test command is not a plain shell line"
+    else:
+        words = list(command)
+    if not words:
+        return "the test command is empty"
+    first = words[0]
+    if "=" in first and not shell:
+        return "the test command does not start with a program"
+    if "=" in first:
+        return "the test command sets variables before its program"
+    path = env.get("PATH", os.defpath)
+    name = os.path.basename(first)
+    if _PYTHON.match(name):
+        interpreter = _find(first, path, cwd)
+        if interpreter is None:
+            return f"{first} was not found"
+        if len(words) < 3 or words[1] != "-m" or words[2] != "pytest":
+            return "only `python -m pytest ...` runs warm (no interpreter options)"
+        return Launch(
+            interpreter, "module", "pytest", tuple(words[3:]), (first, *words[1:]), shell=shell
+        )
+    if _PYTEST_SCRIPT.match(name):
+        script = _find(first, path, cwd)
+        if script is None:
+            return f"{first} was not found"
+        interpreter = _shebang(script, path)
+        if interpreter is None:
+            return f"{script} is not a Python script with a plain interpreter line"
+        return Launch(
+            interpreter,
+            "script",
+            os.path.abspath(os.path.join(cwd, script)),
+            tuple(words[1:]),
+            (interpreter, first if "/" in first else script, *words[1:]),
+            argv0=first if "/" in first else script,
+            shell=shell,
+        )
+    return "only pytest commands run warm"
+
+
+def _find(word: str, path: str, cwd: str) -> str | None:
+    if "/" in word:
+        full = os.path.normpath(os.path.join(cwd, word))
+        return full if os.path.isfile(full) and os.access(full, os.X_OK) else None
+    return shutil.which(word, path=path)
+
+
+def _shebang(script: str, path: str) -> str | None:
+    try:
+        with open(script, "rb") as handle:
+            line = handle.readline(512)
+    except OSError:
+        return None
+    if not line.startswith(b"#!"):
+        return None
+    words = line[2:].decode("utf-8", "replace").split()
+    if len(words) == 2 and os.path.basename(words[0]) == "env":
+        found = shutil.which(words[1], path=path)
+        words = [found] if found else []
+    if len(words) != 1 or not _PYTHON.match(os.path.basename(words[0])):
+        return None
+    return words[0] if os.path.isabs(words[0]) else None
+
+
+@functools.lru_cache(maxsize=1)
+def shell_execs() -> bool:
+    """Whether ``/bin/sh -c 'cmd'`` replaces itself by a lone command (bash does, dash not):
+    then a signal's death of the tests reaches us as such, else as the shell's 128 + n."""
+    done = subprocess.run(
+        ["/bin/sh", "-c", "/bin/sh -c 'kill -TERM $$'"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=30,
+        check=False,
+    )
+    return done.returncode < 0
+
+
+def shell_env(env: Mapping[str, str], cwd: str, launch: Launch) -> dict[str, str] | None:
+    """The environment ``/bin/sh -c`` gives the program it runs in ``cwd`` (it sets ``PWD``;
+    bash also ``SHLVL`` and ``_``), or None when it cannot be read."""
+    program = shutil.which("env", path=env.get("PATH", os.defpath))
+    if program is None:
+        return None
+    try:
+        done = subprocess.run(
+            ["/bin/sh", "-c", "env -0"],
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    out: dict[str, str] = {}
+    for item in done.stdout.split(b"\0"):
+        if item:
+            key, _, value = item.partition(b"=")
+            out[os.fsdecode(key)] = os.fsdecode(value)
+    if out.get("_") == program:  # bash names the program it runs there: ours, not env's
+        out["_"] = launch.interpreter if launch.mode == "module" else launch.argv0
+    return out

@@ -1,0 +1,321 @@
+"""One warm server of ``treesearch.scoring.warm``: the ``_warm_server.py`` process, the protocol
+with it, and the supervision of one forked test run (output through pipes, the timeout ending
+the run's whole process group, the lifecycle watchdog told about every group)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import select
+import selectors
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from treesearch import lifecycle
+from treesearch._sandbox_run import _Capture, _GroupGone, _signal_group
+from treesearch.scoring import _warm_server
+from treesearch.scoring.warm_plan import Launch, shell_execs
+from treesearch.types import ProcessResult
+
+__all__ = ["WarmServer", "WarmServerError"]
+
+_HEADER = struct.Struct(">Q")
+_START_SECONDS = 120.0  # importing pytest and the remembered packages on a loaded machine
+_REPLY_SECONDS = 300.0  # the server may be importing packages the last run taught it
+_DRAIN_SECONDS = 1.0
+
+
+class WarmServerError(Exception):
+    """The warm server could not start or run a test run (the caller runs it cold)."""
+
+
+# --- the wire -------------------------------------------------------------------------------------
+
+
+def _send(sock: socket.socket, message: Mapping[str, Any], fds: Sequence[int] = ()) -> None:
+    data = json.dumps(message).encode("utf-8")
+    header = _HEADER.pack(len(data))
+    if fds:
+        socket.send_fds(sock, [header], list(fds))
+    else:
+        sock.sendall(header)
+    sock.sendall(data)
+
+
+def _recv(sock: socket.socket, timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    buf = b""
+    need = _HEADER.size
+    size: int | None = None
+    while True:
+        while len(buf) < need:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([sock], [], [], left)[0]:
+                raise WarmServerError(f"the warm server did not answer within {timeout:g} s")
+            chunk = sock.recv(need - len(buf))
+            if not chunk:
+                raise WarmServerError("the warm server ended")
+            buf += chunk
+        if size is None:
+            (size,) = _HEADER.unpack(buf[: _HEADER.size])
+            buf = buf[_HEADER.size :]
+            need = size
+            continue
+        message: dict[str, Any] = json.loads(buf[:size].decode("utf-8"))
+        return message
+
+
+# --- one server -----------------------------------------------------------------------------------
+
+
+class WarmServer:
+    """A running ``_warm_server.py`` and the protocol with it."""
+
+    def __init__(
+        self,
+        interpreter: str,
+        env: Mapping[str, str],
+        scratch: Path,
+        preload: Sequence[str],
+        deny: Iterable[str],
+    ) -> None:
+        self.preload = list(preload)
+        self.deny = set(deny)
+        script = scratch / "_treesearch_warm_server.py"
+        if not script.exists():
+            shutil.copyfile(_warm_server.__file__, script)
+        settings = scratch / f"settings-{time.monotonic_ns()}.json"
+        settings.write_text(
+            json.dumps(
+                {
+                    "preload": self.preload,
+                    "deny": sorted(self.deny),
+                    "lc_ctype": env.get("LC_CTYPE"),
+                }
+            )
+        )
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        lifecycle.prepare_tracking()
+        announce = lifecycle.announce_fd()
+        self.log = scratch / "server.log"
+        try:
+            with open(self.log, "ab") as log:
+                self.proc = subprocess.Popen(
+                    [interpreter, str(script), str(theirs.fileno()), str(settings)],
+                    cwd=scratch,
+                    env=dict(env),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                    pass_fds=(theirs.fileno(),),
+                    start_new_session=True,
+                    preexec_fn=functools.partial(lifecycle.announce_self, announce),
+                )
+        except (OSError, subprocess.SubprocessError) as exc:
+            ours.close()
+            raise WarmServerError(f"cannot start {interpreter}: {exc}") from exc
+        finally:
+            theirs.close()
+            if announce is not None:
+                os.close(announce)
+        self.sock = ours
+        self.pending_reap = False
+        self.runs = 0
+        try:
+            lifecycle.track_group(self.proc.pid)
+            hello = _recv(self.sock, _START_SECONDS)
+        except (OSError, WarmServerError) as exc:
+            self.close()
+            raise WarmServerError(
+                f"the warm server did not start: {exc}{self._log_tail()}"
+            ) from exc
+        if not hello.get("ready"):
+            self.close()
+            raise WarmServerError(str(hello.get("error") or "the warm server refused to start"))
+        self.base_path: list[str] = list(hello["base_path"])
+        self.threaded: str | None = hello.get("threaded")
+        self._state(hello)
+
+    def _state(self, message: Mapping[str, Any]) -> None:
+        if "modules" in message:
+            self.modules: set[str] = set(message["modules"])
+            self.files: list[str] = list(message["files"])
+
+    def _log_tail(self) -> str:
+        with contextlib.suppress(OSError):
+            lines = self.log.read_text(errors="replace").strip().splitlines()
+            if lines:
+                return f" ({lines[-1][:300]})"
+        return ""
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def settle(self) -> None:
+        """Take the answer to the last run's ``reap`` (the server may have been importing)."""
+        if self.pending_reap:
+            reply = _recv(self.sock, _REPLY_SECONDS)
+            self.pending_reap = False
+            self.threaded = reply.get("threaded")
+            self._state(reply)
+
+    def run(
+        self,
+        launch: Launch,
+        cwd: str,
+        env: Mapping[str, str],
+        *,
+        timeout: float,
+        kill_grace: float,
+        output_limit: int,
+        modules_file: str,
+    ) -> ProcessResult:
+        """One test run in a forked child; the result as ``sandbox.run`` gives it."""
+        self.settle()
+        pythonpath = env.get("PYTHONPATH", "")
+        request = {
+            "op": "run",
+            "cwd": cwd,
+            "env": dict(env),
+            "pythonpath": pythonpath.split(os.pathsep) if pythonpath else [],
+            "base_path": self.base_path,
+            "mode": launch.mode,
+            "target": launch.target,
+            "argv0": launch.argv0,
+            "args": list(launch.args),
+            "orig_argv": list(launch.orig_argv),
+            "modules_file": modules_file,
+            "shell_parent": launch.shell and not shell_execs(),
+        }
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        announce = lifecycle.announce_fd()
+        started = time.monotonic()
+        try:
+            fds = [out_w, err_w] + ([announce] if announce is not None else [])
+            _send(self.sock, request, fds)
+        except OSError as exc:
+            for fd in (out_r, err_r):
+                os.close(fd)
+            raise WarmServerError(f"cannot reach the warm server: {exc}") from exc
+        finally:
+            for fd in (out_w, err_w) + ((announce,) if announce is not None else ()):
+                os.close(fd)
+        self.runs += 1
+        try:
+            pid = int(_recv(self.sock, _REPLY_SECONDS)["pid"])
+        except BaseException:
+            os.close(out_r)
+            os.close(err_r)
+            raise
+        lifecycle.track_group(pid)
+        try:
+            return self._supervise(
+                pid, out_r, err_r, started, timeout, kill_grace, output_limit, launch
+            )
+        finally:
+            lifecycle.untrack_group(pid)
+
+    def _supervise(
+        self,
+        pid: int,
+        out_r: int,
+        err_r: int,
+        started: float,
+        timeout: float,
+        kill_grace: float,
+        output_limit: int,
+        launch: Launch,
+    ) -> ProcessResult:
+        out, err = _Capture(output_limit), _Capture(output_limit)
+        exited = threading.Event()
+        selector = selectors.DefaultSelector()
+        status: int | None = None
+        timed_out = False
+        done = False
+        try:
+            selector.register(out_r, selectors.EVENT_READ, out)
+            selector.register(err_r, selectors.EVENT_READ, err)
+            selector.register(self.sock, selectors.EVENT_READ, None)
+
+            def pump(until: float, finished: Callable[[], bool], poll: float | None) -> bool:
+                nonlocal status
+                while not finished():
+                    left = until - time.monotonic()
+                    if left <= 0:
+                        return False
+                    for key, _ in selector.select(left if poll is None else min(left, poll)):
+                        if key.data is None:
+                            status = int(_recv(self.sock, _REPLY_SECONDS)["exit"])
+                            selector.unregister(self.sock)
+                            exited.set()
+                            continue
+                        data = os.read(key.fd, 65536)
+                        if data:
+                            key.data.feed(data)
+                        else:
+                            selector.unregister(key.fd)
+                return True
+
+            if not pump(started + timeout, exited.is_set, None):
+                timed_out = True
+                _signal_group(pid, signal.SIGTERM)
+                pump(time.monotonic() + kill_grace, _GroupGone(pid, exited), 0.02)
+            _signal_group(pid, signal.SIGKILL)  # whatever the run left behind in its group
+            if not exited.is_set():
+                pump(time.monotonic() + _REPLY_SECONDS, exited.is_set, None)
+            if not exited.is_set():
+                raise WarmServerError("the warm server did not report the end of a run")
+            _send(self.sock, {"op": "reap"})
+            self.pending_reap = True
+            captures = (out, err)
+            pump(
+                time.monotonic() + _DRAIN_SECONDS,
+                lambda: not any(k.data in captures for k in selector.get_map().values()),
+                None,
+            )
+            done = True
+        finally:
+            if not done:
+                _signal_group(pid, signal.SIGKILL)
+            selector.close()
+            os.close(out_r)
+            os.close(err_r)
+        assert status is not None
+        return ProcessResult(
+            exit_code=status,
+            timed_out=timed_out,
+            seconds=time.monotonic() - started,
+            stdout=out.text(),
+            stderr=err.text(),
+            stdout_dropped=out.dropped,
+            stderr_dropped=err.dropped,
+        )
+
+    def close(self) -> None:
+        """End the server (and a child still running) and forget its group."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            _signal_group(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        _signal_group(self.proc.pid, signal.SIGKILL)  # a process the server left in its group
+        lifecycle.untrack_group(self.proc.pid)
+
+    def forget(self) -> None:
+        """In a forked copy of this process: drop the socket without touching the server."""
+        with contextlib.suppress(OSError):
+            self.sock.close()

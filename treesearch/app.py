@@ -39,8 +39,10 @@ from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage, explain_stop
 from treesearch.search.controller import Controller, SearchResult, Strategy, one_line
 from treesearch.search.events import replay
+from treesearch.search.parallel import WorkerPool, WorkerSpec
 from treesearch.search.policies import make_policy
 from treesearch.store import ShadowStore, default_home
+from treesearch.store.workers import worker_view
 
 __all__ = ["SearchOutcome", "checkout", "resume", "run_from_config", "load_run_graph"]
 
@@ -262,6 +264,7 @@ def _search_held(
         )
         for name, s in cfg.strategies.items()
     }
+    pool = _worker_pool(loaded, store, scorer, isolation)
     controller = Controller(
         store=store,
         strategies=strategies,
@@ -276,6 +279,7 @@ def _search_held(
         on_progress=on_progress,
         max_consecutive_errors=cfg.search.max_consecutive_errors,
         isolation=isolation,
+        pool=pool,
     )
     t0 = time.perf_counter()
     stop: str | None = None
@@ -293,12 +297,32 @@ def _search_held(
     try:
         result = controller.run()
     finally:
+        if pool is not None:
+            pool.close()
         run.close()
     if events and stop is None and on_note is not None and result.usage.expansions == done:
         on_note(
             f"nothing to do: {explain_stop(result.stop_reason, controller.budget, result.usage)}"
         )
     return _finish(loaded, run, store, scorer, result, time.perf_counter() - t0, isolation)
+
+
+def _worker_pool(
+    loaded: LoadedConfig, store: ShadowStore, scorer: Scorer, isolation: Isolation
+) -> WorkerPool | None:
+    """The worker processes of ``search.workers > 1`` (started at the first batch)."""
+    cfg = loaded.config
+    if cfg.search.workers <= 1:
+        return None
+    spec = WorkerSpec(
+        view=worker_view(store),
+        scoring=cfg.scoring.model_dump(),
+        source=loaded.source,
+        score_cache=str(scorer.cache.path) if scorer.cache is not None else None,
+        agent_cache=str(store.path.parent / "agent-cache"),
+        isolation=isolation,
+    )
+    return WorkerPool(cfg.search.workers, spec, store)
 
 
 def _isolation(loaded: LoadedConfig) -> Isolation:

@@ -20,7 +20,7 @@ from typing import Any
 import networkx as nx
 
 from treesearch import lifecycle
-from treesearch.agents import build_agent
+from treesearch.agents import agent_entry, build_agent
 from treesearch.config import (
     LoadedConfig,
     agent_config,
@@ -177,7 +177,7 @@ def resume(
     log = run.events()
     # A process's end (finished, interrupted) records its elapsed time too: the wall-clock
     # budget then counts the time of an expansion it dropped or cut short.
-    kinds = ("root", "expansion", "finished", "interrupted")
+    kinds = ("root", "expansion", "finished", "interrupted", "batch")
     events = [e for e in log.events if e["event"] in kinds]
     store = _open_store(loaded, home=home, watch=watch)
     return _search(loaded, run, events, on_progress, store=store, on_note=on_note)
@@ -321,6 +321,11 @@ def _worker_pool(
         score_cache=str(scorer.cache.path) if scorer.cache is not None else None,
         agent_cache=str(store.path.parent / "agent-cache"),
         isolation=isolation,
+        agents={
+            kind: entry
+            for kind in sorted({str(agent_config(s)["kind"]) for s in cfg.strategies.values()})
+            if (entry := agent_entry(kind)) is not None
+        },
     )
     return WorkerPool(cfg.search.workers, spec, store)
 

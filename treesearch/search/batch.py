@@ -14,14 +14,15 @@ agents of a batch call ``run_tests``, the batch never spends more than is left.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import networkx as nx
 
 from treesearch.search.budget import Budget, Usage
 from treesearch.search.policies import Choice, Policy
 
-__all__ = ["batch_size", "select_batch", "share_test_runs"]
+__all__ = ["batch_event", "batch_size", "pending_batch", "select_batch", "share_test_runs"]
 
 
 def pending_view(g: nx.DiGraph, choices: list[Choice]) -> nx.DiGraph:
@@ -78,3 +79,33 @@ def share_test_runs(budget: Budget, usage: Usage, n: int) -> list[int | None]:
         return [None] * n
     left = max(budget.test_runs - usage.test_runs, 0)
     return [left // n + (1 if j < left % n else 0) for j in range(n)]
+
+
+def batch_event(k0: int, choices: list[Choice]) -> dict[str, Any]:
+    """The ``batch`` event recorded before a batch is sent to the workers: a search killed
+    while its results were being recorded resumes with the rest of the same batch."""
+    return {
+        "event": "batch",
+        "k": k0,
+        "choices": [
+            {"node": c.node, "strategy": c.strategy, "attempt": c.attempt, "path": list(c.path)}
+            for c in choices
+        ],
+    }
+
+
+def pending_batch(events: Iterable[Mapping[str, Any]]) -> list[Choice]:
+    """The choices of the last ``batch`` event that have no ``expansion`` event yet."""
+    last: Mapping[str, Any] | None = None
+    done = 0
+    for ev in events:
+        if ev.get("event") == "batch":
+            last, done = ev, 0
+        elif ev.get("event") == "expansion" and last is not None and ev["k"] >= last["k"]:
+            done += 1
+    if last is None:
+        return []
+    return [
+        Choice(c["node"], c["strategy"], int(c["attempt"]), tuple(c["path"]))
+        for c in list(last["choices"])[done:]
+    ]

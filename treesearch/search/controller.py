@@ -25,10 +25,16 @@ from treesearch.agents import Agent, AgentContext, AgentResult, AgentStatus, run
 from treesearch.errors import SearchError
 from treesearch.scoring.results import ScoreResult
 from treesearch.search import graph as G
-from treesearch.search.batch import batch_size, select_batch, share_test_runs
+from treesearch.search.batch import (
+    batch_event,
+    batch_size,
+    pending_batch,
+    select_batch,
+    share_test_runs,
+)
 from treesearch.search.budget import Budget, Usage, exhausted, remaining
 from treesearch.search.events import apply_event, replay
-from treesearch.search.parallel import Outcome, Task, WorkerPool
+from treesearch.search.parallel import Task, WorkerPool
 from treesearch.search.policies import Choice, Policy
 from treesearch.session import TransactionalSession
 from treesearch.types import Diff, RunSink, Snapshot, SnapshotStore, StateScorer, TreeHash
@@ -120,6 +126,8 @@ class Controller:
         self.pool = pool
         """Worker processes expanding a batch at once (``search.parallel``; ``None``: one
         expansion at a time, in the workspace)."""
+        self.pending: list[Choice] = []
+        """The rest of a batch whose results were being recorded when the search was killed."""
         self.error_streak: list[str] = []
         """Reasons of the latest expansions in a row whose agent failed with the same error and
         left no new state (counted by this process only: a resumed search, e.g. after the server was fixed,
@@ -164,6 +172,7 @@ class Controller:
         self.graph = replay(
             events, graph=self.graph, usage=self.usage, feedback=self.feedback
         ).graph
+        self.pending = pending_batch(events)
 
     # ---------------------------------------------------------------- the loop
 
@@ -362,15 +371,14 @@ class Controller:
         order (``search.parallel``); returns why the search must stop, if it must."""
         g = self._g()
         k0 = self.usage.expansions
-        choices = select_batch(
-            self.policy,
-            g,
-            seed=self.seed,
-            k0=k0,
-            n=batch_size(pool.n, self.budget, self.usage),
-            strategies={n: s.samples for n, s in self.strategies.items()},
-            max_depth=self.budget.max_depth,
-        )
+        size = batch_size(pool.n, self.budget, self.usage)
+        choices, self.pending = self.pending[:size], []
+        if not choices:
+            strategies = {n: s.samples for n, s in self.strategies.items()}
+            choices = select_batch(
+                self.policy, g, seed=self.seed, k0=k0, n=size, strategies=strategies,
+                max_depth=self.budget.max_depth,
+            )  # fmt: skip
         if not choices:
             return "search_space_exhausted"
         left = self.time_left()
@@ -378,6 +386,7 @@ class Controller:
             raise _OutOfTime
         shares = share_test_runs(self.budget, self.usage, len(choices))
         tasks = [self._task(c, k0 + j, shares[j], left) for j, c in enumerate(choices)]
+        self._emit(batch_event(k0, choices))
         for task, out in zip(tasks, pool.run(tasks), strict=True):
             if out.error is not None:
                 raise SearchError(f"expansion {task.k} failed in a search worker: {out.error}")
@@ -389,7 +398,7 @@ class Controller:
                 task.k,
                 out.result,
                 lambda out=out: pool.record(out),
-                lambda child, parent, out=out: _scored(out),
+                lambda child, parent, out=out: out.new_score(),
                 lambda out=out: (out.test_runs, out.cache_hits),
                 timing,
                 time.perf_counter() - out.seconds,
@@ -634,12 +643,6 @@ class Controller:
             return str(result.feedback())
 
         return run_tests
-
-
-def _scored(out: Outcome) -> ScoreResult:
-    if out.scored is None:  # the worker scores every state that was not a node yet
-        raise SearchError(f"expansion {out.k}: a search worker sent a new state without a score")
-    return out.scored
 
 
 def one_line(reason: Any) -> str:

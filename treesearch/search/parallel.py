@@ -27,6 +27,7 @@ import json
 import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
 import random
 import signal
 import socket
@@ -40,7 +41,14 @@ from pathlib import Path
 from typing import Any
 
 from treesearch import lifecycle
-from treesearch.agents import AgentContext, AgentResult, AgentStatus, build_agent, run_agent
+from treesearch.agents import (
+    AgentContext,
+    AgentResult,
+    AgentStatus,
+    build_agent,
+    register_agent,
+    run_agent,
+)
 from treesearch.errors import SearchError
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.results import ScoreResult
@@ -69,6 +77,9 @@ class WorkerSpec:
     """The agents' cache folder (``AgentContext.cache_dir``)."""
     isolation: Any = None
     """How agent commands are confined (``isolation.Isolation``)."""
+    agents: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    """Agent kinds the strategies use: (factory, config model) as registered in the controller's
+    process (``agents.agent_entry``), registered again in the worker."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,12 @@ class Outcome:
     """Seconds of ``restore``, ``agent``, ``capture`` and ``score`` in the worker."""
     seconds: float = 0.0
 
+    def new_score(self) -> ScoreResult:
+        """The score of a state that was not a node when the batch was chosen."""
+        if self.scored is None:  # the worker scores every such state
+            raise SearchError(f"expansion {self.k}: a search worker sent a new state unscored")
+        return self.scored
+
 
 class WorkerPool:
     """``n`` worker processes, started at the first batch, each with a pipe of its own."""
@@ -128,6 +145,15 @@ class WorkerPool:
             raise ValueError(f"a worker pool needs at least one worker, not {n}")
         self.n = n
         self.spec = spec
+        for kind, entry in spec.agents.items():
+            try:
+                pickle.dumps(entry)
+            except Exception as exc:  # noqa: BLE001 - any pickling failure says the same
+                raise SearchError(
+                    f"search.workers: {n}: agent kind {kind!r} was registered with a factory a "
+                    f"worker process cannot import ({type(exc).__name__}: {exc}); register it "
+                    "with a dotted path or a module-level callable, or set search.workers: 1"
+                ) from None
         self.store = store
         """The search's store: where the states workers made are recorded (``record``)."""
         self._workers: list[_Worker] = []
@@ -252,6 +278,8 @@ def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> Non
         store: ShadowStore | None = None
         scorer: Scorer | None = None
         try:
+            for kind, (factory, model) in spec.agents.items():
+                register_agent(kind, factory, model=model, replace=True)
             store = open_worker_store(spec.view, folder)
             cache = ScoreCache(spec.score_cache) if spec.score_cache else None
             scorer = Scorer.from_config(spec.scoring, spec.source, cache=cache)

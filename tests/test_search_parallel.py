@@ -23,8 +23,7 @@ from treesearch.config import DEFAULT_EXCLUDES, apply_overrides, validate
 from treesearch.errors import ConfigError, SearchError, StoreError
 from treesearch.runs import read_events
 from treesearch.search import graph as G
-from treesearch.search.batch import pending_batch, select_batch, share_test_runs
-from treesearch.search.budget import Budget, Usage
+from treesearch.search.batch import dispatched, select_batch, share_test_runs
 from treesearch.search.graph import to_json
 from treesearch.search.policies import make_policy
 from treesearch.store import ShadowStore
@@ -71,7 +70,7 @@ def strip(ev: dict[str, Any]) -> dict[str, Any]:
 
 
 def search_events(run_dir: Path) -> list[dict[str, Any]]:
-    kinds = ("root", "expansion", "batch")
+    kinds = ("root", "expansion", "dispatch")
     return [strip(e) for e in read_events(run_dir / "events.jsonl").events if e["event"] in kinds]
 
 
@@ -112,24 +111,38 @@ def test_select_batch_mcts_virtual_loss_spreads_over_the_children() -> None:
     assert {c.node for c in batch} == {"a", "b"}
 
 
-def test_share_test_runs_adds_up_to_what_is_left() -> None:
-    used = Usage(test_runs=3)
-    assert share_test_runs(Budget(test_runs=10), used, 3) == [3, 2, 2]
-    assert share_test_runs(Budget(test_runs=None), used, 2) == [None, None]
+def test_share_test_runs_never_promises_more_than_is_left() -> None:
+    assert share_test_runs(None, 2) is None
+    assert share_test_runs(0, 2) == 0  # nothing left: wait for the expansions in flight
+    assert share_test_runs(7, 2) == 3
+    left, shares = 5, []
+    for free in (3, 2, 1):  # three idle workers filled one after another
+        shares.append(share_test_runs(left, free))
+        left -= shares[-1] or 0
+    assert shares == [1, 2, 2] and sum(shares) == 5
 
 
-def test_pending_batch_is_the_rest_of_the_last_batch() -> None:
-    choices = [
-        {"node": "r", "strategy": s, "attempt": 0, "path": ["r"]} for s in ("s1", "s2", "s3")
-    ]
-    events = [
-        {"event": "root"},
-        {"event": "batch", "k": 0, "choices": choices},
-        {"event": "expansion", "k": 0},
-    ]
-    assert [c.strategy for c in pending_batch(events)] == ["s2", "s3"]
+def test_dispatched_is_what_was_sent_and_not_recorded() -> None:
+    def sent(k: int, strategy: str) -> dict[str, Any]:
+        return {
+            "event": "dispatch",
+            "k": k,
+            "node": "r",
+            "strategy": strategy,
+            "attempt": 0,
+            "path": ["r"],
+            "test_runs": 2,
+        }
+
+    events = [{"event": "root"}, sent(0, "s1"), sent(1, "s2"), {"event": "expansion", "k": 0}]
+    events.append(sent(2, "s3"))
+    pending = dispatched(events)
+    assert {k: (c.strategy, share) for k, (c, share) in pending.items()} == {
+        1: ("s2", 2),
+        2: ("s3", 2),
+    }
     events += [{"event": "expansion", "k": 1}, {"event": "expansion", "k": 2}]
-    assert pending_batch(events) == []
+    assert dispatched(events) == {}
 
 
 # ------------------------------------------------------------------ config
@@ -217,7 +230,7 @@ def test_parallel_search_is_deterministic_and_ends_at_the_best_node(tmp_path: Pa
         cfg["search"]["workers"] = 2
         cfg["search"]["budget"] = {"expansions": 7}
         out = run(cfg, tmp_path)
-        assert out.usage.expansions == 7  # an odd budget: the last batch holds one
+        assert out.usage.expansions == 7  # exactly the budget
         store = store_of(base, proj)
         assert store.capture().tree == out.best  # the workspace ends at the best node
         # Only the final restore wrote the workspace: one safety snapshot in its store.
@@ -232,8 +245,7 @@ def test_parallel_search_is_deterministic_and_ends_at_the_best_node(tmp_path: Pa
     assert events[0] == events[1]
     ks = [e["k"] for e in events[0] if e["event"] == "expansion"]
     assert ks == list(range(7))
-    batches = [len(e["choices"]) for e in events[0] if e["event"] == "batch"]
-    assert batches == [2, 2, 2, 1]
+    assert [e["k"] for e in events[0] if e["event"] == "dispatch"] == list(range(7))
     rd = outs[0].run_dir
     for k in range(7):  # a transcript and a session file per expansion, as a sequential run
         assert len(list((rd / "transcripts").glob(f"{k:04d}-*.json"))) == 1

@@ -177,7 +177,7 @@ def resume(
     log = run.events()
     # A process's end (finished, interrupted) records its elapsed time too: the wall-clock
     # budget then counts the time of an expansion it dropped or cut short.
-    kinds = ("root", "expansion", "finished", "interrupted", "batch")
+    kinds = ("root", "expansion", "finished", "interrupted", "dispatch")
     events = [e for e in log.events if e["event"] in kinds]
     store = _open_store(loaded, home=home, watch=watch)
     return _search(loaded, run, events, on_progress, store=store, on_note=on_note)

@@ -1,39 +1,63 @@
-"""Choosing a batch of expansions for parallel workers: pure functions, no I/O.
+"""Choosing expansions for parallel workers: pure functions, no I/O.
 
-``select_batch`` asks the policy ``n`` times, each time on a view of the graph in which the
-choices already made are marked as pending: their attempt counted as started (so no
+A parallel search keeps up to N expansions in flight. Expansion ``k`` is chosen right after the
+result of expansion ``k - N`` was recorded, on a view of the graph in which the expansions still
+in flight (``k - N + 1 .. k - 1``) are marked as pending: their attempt counted as started (so no
 (node, strategy, attempt) is chosen twice) and a virtual loss on their path (one visit with
-reward 0, so UCT spreads a batch over the tree instead of piling it on one branch). The graph
-itself is never changed. Expansion ``k`` of a batch uses the RNG of ``(seed, k)``, as a
-sequential search does.
+reward 0, so UCT spreads over the tree instead of piling onto one branch). Which results are
+recorded and which are pending when ``k`` is chosen depends on ``k`` alone, never on which worker
+finished first: the same seed and the same N give the same graph. The graph itself is never
+changed. Expansion ``k`` uses the RNG of ``(seed, k)``, as a sequential search does.
 
-``share_test_runs`` splits the test runs left of the budget over a batch, so that however the
-agents of a batch call ``run_tests``, the batch never spends more than is left.
+``share_test_runs`` gives each expansion its share of the test runs left of the budget, so that
+however its agent calls ``run_tests``, the expansions in flight never spend more than is left.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import networkx as nx
 
-from treesearch.search.budget import Budget, Usage
 from treesearch.search.policies import Choice, Policy
 
-__all__ = ["batch_event", "batch_size", "pending_batch", "select_batch", "share_test_runs"]
+__all__ = [
+    "dispatch_event",
+    "dispatched",
+    "pending_view",
+    "select_batch",
+    "select_one",
+    "share_test_runs",
+]
 
 
-def pending_view(g: nx.DiGraph, choices: list[Choice]) -> nx.DiGraph:
-    """A copy of ``g`` with ``choices`` marked as started (see the module's text)."""
+def pending_view(g: nx.DiGraph, pending: Sequence[Choice]) -> nx.DiGraph:
+    """A copy of ``g`` with ``pending`` marked as started (see the module's text)."""
     view = g.copy()  # fresh attribute dicts per node; nested values copied where changed
-    for c in choices:
+    for c in pending:
         d = view.nodes[c.node]
         d["tried"] = {**d["tried"], c.strategy: d["tried"].get(c.strategy, 0) + 1}
         for n in c.path:
             view.nodes[n]["visits"] = view.nodes[n]["visits"] + 1
     return view
+
+
+def select_one(
+    policy: Policy,
+    g: nx.DiGraph,
+    pending: Sequence[Choice],
+    *,
+    seed: int,
+    k: int,
+    strategies: Mapping[str, int],
+    max_depth: int | None,
+) -> Choice | None:
+    """The choice for expansion ``k`` while ``pending`` are in flight (``None``: nothing)."""
+    view = pending_view(g, pending) if pending else g
+    rng = random.Random(f"{seed}:{k}")
+    return policy(view, rng, strategies=strategies, max_depth=max_depth)
 
 
 def select_batch(
@@ -46,66 +70,54 @@ def select_batch(
     strategies: Mapping[str, int],
     max_depth: int | None,
 ) -> list[Choice]:
-    """Up to ``n`` distinct choices for expansions ``k0, k0 + 1, ...`` (fewer when the policy
-    has nothing more to offer)."""
+    """Up to ``n`` choices for expansions ``k0, k0 + 1, ...`` made before any of them is
+    recorded (fewer when the policy has nothing more to offer)."""
     out: list[Choice] = []
-    view = g
     for j in range(n):
-        rng = random.Random(f"{seed}:{k0 + j}")
-        choice = policy(view, rng, strategies=strategies, max_depth=max_depth)
-        if choice is None:
+        c = select_one(
+            policy, g, out, seed=seed, k=k0 + j, strategies=strategies, max_depth=max_depth
+        )
+        if c is None:
             break
-        out.append(choice)
-        view = pending_view(g, out)
+        out.append(c)
     return out
 
 
-def batch_size(workers: int, budget: Budget, usage: Usage) -> int:
-    """How many expansions the next batch may hold: at most ``workers``, never more than the
-    expansions left, and no more than the test runs left (each expansion may need one to score
-    its state)."""
-    n = workers
-    if budget.expansions is not None:
-        n = min(n, budget.expansions - usage.expansions)
-    if budget.test_runs is not None:
-        n = min(n, budget.test_runs - usage.test_runs)
-    return max(n, 0)
+def share_test_runs(left: int | None, free_slots: int) -> int | None:
+    """The test runs one more expansion may spend (its agent's ``run_tests`` calls and the
+    scoring of its state together) when ``left`` are neither spent nor promised to expansions
+    in flight and ``free_slots`` workers are idle; ``None``: no limit. Never more than
+    ``left``, so the shares in flight add up to at most what the budget has left; 0: wait."""
+    if left is None:
+        return None
+    if left < 1:
+        return 0
+    return max(1, left // max(free_slots, 1))
 
 
-def share_test_runs(budget: Budget, usage: Usage, n: int) -> list[int | None]:
-    """Test runs each of ``n`` expansions may spend (its agent's ``run_tests`` calls and the
-    scoring of its state together); ``None``: no limit. The shares add up to what is left."""
-    if budget.test_runs is None:
-        return [None] * n
-    left = max(budget.test_runs - usage.test_runs, 0)
-    return [left // n + (1 if j < left % n else 0) for j in range(n)]
-
-
-def batch_event(k0: int, choices: list[Choice]) -> dict[str, Any]:
-    """The ``batch`` event recorded before a batch is sent to the workers: a search killed
-    while its results were being recorded resumes with the rest of the same batch."""
+def dispatch_event(k: int, choice: Choice, test_runs: int | None) -> dict[str, Any]:
+    """The ``dispatch`` event recorded when expansion ``k`` is sent to a worker: a search
+    killed before its result was recorded sends the same expansion again when resumed."""
     return {
-        "event": "batch",
-        "k": k0,
-        "choices": [
-            {"node": c.node, "strategy": c.strategy, "attempt": c.attempt, "path": list(c.path)}
-            for c in choices
-        ],
+        "event": "dispatch",
+        "k": k,
+        "node": choice.node,
+        "strategy": choice.strategy,
+        "attempt": choice.attempt,
+        "path": list(choice.path),
+        "test_runs": test_runs,
     }
 
 
-def pending_batch(events: Iterable[Mapping[str, Any]]) -> list[Choice]:
-    """The choices of the last ``batch`` event that have no ``expansion`` event yet."""
-    last: Mapping[str, Any] | None = None
-    done = 0
+def dispatched(events: Iterable[Mapping[str, Any]]) -> dict[int, tuple[Choice, int | None]]:
+    """Expansions sent to workers whose result is not on record (by ``k``: the choice and its
+    share of the test runs); the latest ``dispatch`` event of each ``k`` counts."""
+    sent: dict[int, tuple[Choice, int | None]] = {}
+    recorded = 0
     for ev in events:
-        if ev.get("event") == "batch":
-            last, done = ev, 0
-        elif ev.get("event") == "expansion" and last is not None and ev["k"] >= last["k"]:
-            done += 1
-    if last is None:
-        return []
-    return [
-        Choice(c["node"], c["strategy"], int(c["attempt"]), tuple(c["path"]))
-        for c in list(last["choices"])[done:]
-    ]
+        if ev.get("event") == "dispatch":
+            c = Choice(ev["node"], ev["strategy"], int(ev["attempt"]), tuple(ev["path"]))
+            sent[int(ev["k"])] = (c, ev.get("test_runs"))
+        elif ev.get("event") == "expansion":
+            recorded += 1
+    return {k: v for k, v in sorted(sent.items()) if k >= recorded}

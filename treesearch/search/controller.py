@@ -25,16 +25,10 @@ from treesearch.agents import Agent, AgentContext, AgentResult, AgentStatus, run
 from treesearch.errors import SearchError
 from treesearch.scoring.results import ScoreResult
 from treesearch.search import graph as G
-from treesearch.search.batch import (
-    batch_event,
-    batch_size,
-    pending_batch,
-    select_batch,
-    share_test_runs,
-)
+from treesearch.search.batch import dispatched
 from treesearch.search.budget import Budget, Usage, exhausted, remaining
 from treesearch.search.events import apply_event, replay
-from treesearch.search.parallel import Task, WorkerPool
+from treesearch.search.parallel import Outcome, Task, WorkerPool, run_window
 from treesearch.search.policies import Choice, Policy
 from treesearch.session import TransactionalSession
 from treesearch.types import Diff, RunSink, Snapshot, SnapshotStore, StateScorer, TreeHash
@@ -126,8 +120,9 @@ class Controller:
         self.pool = pool
         """Worker processes expanding a batch at once (``search.parallel``; ``None``: one
         expansion at a time, in the workspace)."""
-        self.pending: list[Choice] = []
-        """The rest of a batch whose results were being recorded when the search was killed."""
+        self.pending: dict[int, tuple[Choice, int | None]] = {}
+        """Expansions sent to workers and not recorded when the search was killed (by ``k``:
+        the choice and its share of the test runs): a resumed search sends them again."""
         self.error_streak: list[str] = []
         """Reasons of the latest expansions in a row whose agent failed with the same error and
         left no new state (counted by this process only: a resumed search, e.g. after the server was fixed,
@@ -172,7 +167,7 @@ class Controller:
         self.graph = replay(
             events, graph=self.graph, usage=self.usage, feedback=self.feedback
         ).graph
-        self.pending = pending_batch(events)
+        self.pending = dispatched(events)
 
     # ---------------------------------------------------------------- the loop
 
@@ -240,11 +235,8 @@ class Controller:
                     reason = stop
                     break
                 if self.pool is not None:
-                    stop = self.expand_batch(self.pool)
-                    if stop:
-                        reason = stop
-                        break
-                    continue
+                    reason = run_window(self, self.pool)
+                    break
                 k = self.usage.expansions
                 rng = random.Random(f"{self.seed}:{k}")
                 choice = self.policy(
@@ -366,48 +358,28 @@ class Controller:
         key = f"{self.seed}:{k}:{choice.node}:{name}:{choice.attempt}"
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
-    def expand_batch(self, pool: WorkerPool) -> str | None:
-        """One batch of expansions run at once by ``pool``'s workers and recorded in selection
-        order (``search.parallel``); returns why the search must stop, if it must."""
-        g = self._g()
-        k0 = self.usage.expansions
-        size = batch_size(pool.n, self.budget, self.usage)
-        choices, self.pending = self.pending[:size], []
-        if not choices:
-            strategies = {n: s.samples for n, s in self.strategies.items()}
-            choices = select_batch(
-                self.policy, g, seed=self.seed, k0=k0, n=size, strategies=strategies,
-                max_depth=self.budget.max_depth,
-            )  # fmt: skip
-        if not choices:
-            return "search_space_exhausted"
+    def apply_outcome(self, pool: WorkerPool, task: Task, out: Outcome) -> dict[str, Any]:
+        """Record what a worker did for ``task`` (``search.parallel``); returns the event."""
+        if out.error is not None:
+            raise SearchError(f"expansion {task.k} failed in a search worker: {out.error}")
+        if out.cut or out.result is None:
+            raise _OutOfTime  # cut at the budget: this one and the later ones are dropped
+        return self._record(
+            task.choice,
+            task.k,
+            out.result,
+            lambda: pool.record(out),
+            lambda child, parent: out.new_score(),
+            lambda: (out.test_runs, out.cache_hits),
+            Timing(**{k: v for k, v in out.timing.items() if k != "capture"}),
+            time.perf_counter() - out.seconds,
+        )
+
+    def task_for(self, choice: Choice, k: int, test_runs: int | None) -> Task:
+        """What a worker needs for expansion ``k`` (``search.parallel``)."""
         left = self.time_left()
         if left is not None and left <= 0:
             raise _OutOfTime
-        shares = share_test_runs(self.budget, self.usage, len(choices))
-        tasks = [self._task(c, k0 + j, shares[j], left) for j, c in enumerate(choices)]
-        self._emit(batch_event(k0, choices))
-        for task, out in zip(tasks, pool.run(tasks), strict=True):
-            if out.error is not None:
-                raise SearchError(f"expansion {task.k} failed in a search worker: {out.error}")
-            if out.cut or out.result is None:
-                raise _OutOfTime  # cut at the budget: this one and the rest are dropped
-            timing = Timing(**{k: v for k, v in out.timing.items() if k != "capture"})
-            ev = self._record(
-                task.choice,
-                task.k,
-                out.result,
-                lambda out=out: pool.record(out),
-                lambda child, parent, out=out: out.new_score(),
-                lambda out=out: (out.test_runs, out.cache_hits),
-                timing,
-                time.perf_counter() - out.seconds,
-            )
-            if str(ev["edge"].get("reason") or "").startswith("replay:"):
-                return "replay_miss"
-        return None
-
-    def _task(self, choice: Choice, k: int, test_runs: int | None, left: float | None) -> Task:
         strategy = self.strategies[choice.strategy]
         base = f"{k:04d}-{_safe(strategy.name)}"
         session_file = self.sink.session_file(base) if self.sink is not None else None
@@ -623,6 +595,10 @@ class Controller:
                 }
             )
         return out
+
+    def sink_event(self, ev: dict[str, Any]) -> None:
+        """Record an event that changes nothing in the graph (e.g. ``dispatch``)."""
+        self._emit(ev)
 
     def _emit(self, ev: dict[str, Any]) -> None:
         if self.sink is not None:

@@ -35,7 +35,6 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,13 +51,14 @@ from treesearch.agents import (
 from treesearch.errors import SearchError
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.results import ScoreResult
+from treesearch.search.batch import dispatch_event, select_one, share_test_runs
 from treesearch.search.policies import Choice
 from treesearch.session import TransactionalSession
 from treesearch.store.shadow import ShadowStore
 from treesearch.store.workers import WorkerView, adopt, open_worker_store
 from treesearch.types import Snapshot, TreeHash
 
-__all__ = ["Outcome", "Task", "WorkerPool", "WorkerSpec"]
+__all__ = ["Outcome", "Task", "WorkerPool", "WorkerSpec", "run_window"]
 
 
 @dataclass(frozen=True)
@@ -158,37 +158,50 @@ class WorkerPool:
         """The search's store: where the states workers made are recorded (``record``)."""
         self._workers: list[_Worker] = []
 
-    def _start(self) -> None:
-        for _ in range(self.n):
-            self._workers.append(_Worker.start(self.spec))
+    @property
+    def idle(self) -> int:
+        """Workers without a task (all of them before the first task)."""
+        if not self._workers:
+            return self.n
+        return sum(1 for w in self._workers if w.task is None)
 
-    def run(self, tasks: Sequence[Task]) -> list[Outcome]:
-        """Run ``tasks`` (at most ``n``) at once; their outcomes in the order of ``tasks``.
+    def submit(self, task: Task) -> None:
+        """Send ``task`` to an idle worker (starting the workers at the first task)."""
+        if not self._workers:
+            self._workers = [_Worker.start(self.spec) for _ in range(self.n)]
+        worker = next((w for w in self._workers if w.task is None), None)
+        if worker is None:
+            raise ValueError(f"every one of the {self.n} workers is busy")
+        try:
+            worker.conn.send(task)
+        except BaseException:
+            self.close(kill=True)
+            raise
+        worker.task = task
+
+    def next_outcome(self) -> Outcome:
+        """Wait for the next outcome of any busy worker.
 
         A worker that dies is a ``SearchError`` naming its exit code; an interrupt
         (``KeyboardInterrupt``) stops every worker before it propagates."""
-        if len(tasks) > self.n:
-            raise ValueError(f"{len(tasks)} tasks for {self.n} workers")
-        if not self._workers:
-            self._start()
         try:
-            for worker, task in zip(self._workers, tasks, strict=False):
-                worker.conn.send(task)
-            out: dict[int, Outcome] = {}
-            while len(out) < len(tasks):
-                waiting = {self._workers[i].conn: i for i in range(len(tasks)) if i not in out}
-                for conn in multiprocessing.connection.wait(list(waiting)):
-                    i = waiting[conn]  # type: ignore[index]
-                    try:
-                        out[i] = self._workers[i].conn.recv()
-                    except (EOFError, OSError):
-                        code = self._workers[i].proc.wait()
-                        raise SearchError(
-                            f"search worker {i} (pid {self._workers[i].proc.pid}) died with exit "
-                            f"code {code} during expansion {tasks[i].k}: the run can be resumed "
-                            "(`treesearch resume`); or set search.workers: 1"
-                        ) from None
-            return [out[i] for i in range(len(tasks))]
+            busy = {w.conn: w for w in self._workers if w.task is not None}
+            if not busy:
+                raise ValueError("no task in flight")
+            conn = multiprocessing.connection.wait(list(busy))[0]
+            w = busy[conn]  # type: ignore[index]
+            assert w.task is not None
+            try:
+                out: Outcome = w.conn.recv()
+            except (EOFError, OSError):
+                code = w.proc.wait()
+                raise SearchError(
+                    f"search worker {self._workers.index(w)} (pid {w.proc.pid}) died with exit "
+                    f"code {code} during expansion {w.task.k}: the run can be resumed "
+                    "(`treesearch resume`); or set search.workers: 1"
+                ) from None
+            w.task = None
+            return out
         except BaseException:
             self.close(kill=True)
             raise
@@ -199,17 +212,18 @@ class WorkerPool:
         return adopt(self.store, out.child, modes=out.modes, empty_dirs=out.empty_dirs)
 
     def close(self, *, kill: bool = False) -> None:
-        """Stop the workers: told to end (they finish the task in hand, if any), or with
-        ``kill`` sent SIGTERM (they remove their folders); SIGKILL after a few seconds."""
+        """Stop the workers: idle ones are told to end; busy ones (their expansion is dropped:
+        the search stopped) and, with ``kill``, all get SIGTERM (they remove their folders),
+        then SIGKILL when they do not end within seconds."""
         for w in self._workers:
             with contextlib.suppress(OSError, ValueError):
-                if kill:
+                if kill or w.task is not None:
                     w.proc.terminate()
                 else:
                     w.conn.send(None)
         for w in self._workers:
             try:
-                w.proc.wait(5 if kill else 30)
+                w.proc.wait(10)
             except subprocess.TimeoutExpired:
                 w.proc.kill()
                 w.proc.wait()
@@ -229,6 +243,8 @@ class _Worker:
 
     proc: subprocess.Popen[bytes]
     conn: multiprocessing.connection.Connection
+    task: Task | None = None
+    """The task in hand (``None``: idle)."""
 
     @classmethod
     def start(cls, spec: WorkerSpec) -> _Worker:
@@ -253,6 +269,70 @@ class _Worker:
         conn = multiprocessing.connection.Connection(mine.detach())
         conn.send(spec)
         return cls(proc, conn)
+
+
+# ---------------------------------------------------------------------- the controller's loop
+
+
+def run_window(ctl: Any, pool: WorkerPool) -> str:
+    """Expand with ``pool``'s workers until the search must stop; returns why.
+
+    ``ctl`` is the ``Controller``. Up to ``pool.n`` expansions are in flight; results are
+    recorded strictly in the order of ``k``, and expansion ``k`` is chosen (``batch.select_one``)
+    right after the result of ``k - n`` was recorded, with ``k - n + 1 .. k - 1`` pending: which
+    worker finishes first changes when things happen, never what. Expansions sent before a kill
+    (``ctl.pending``, from the ``dispatch`` events) are sent again first, as they were."""
+    g = ctl.graph
+    budget, usage = ctl.budget, ctl.usage
+    strategies = {n: s.samples for n, s in ctl.strategies.items()}
+    inflight: dict[int, Task] = {}
+    done: dict[int, Outcome] = {}
+    next_k = usage.expansions
+    redo, ctl.pending = dict(ctl.pending), {}
+
+    def fill() -> str | None:
+        nonlocal next_k
+        while len(inflight) < pool.n:
+            stop = ctl.stop_reason()
+            if stop is not None:
+                return str(stop)
+            if budget.expansions is not None and next_k >= budget.expansions:
+                return None
+            left = None
+            if budget.test_runs is not None:
+                promised = sum(t.test_runs or 0 for t in inflight.values())
+                left = budget.test_runs - usage.test_runs - promised
+            share = share_test_runs(left, pool.n - len(inflight))
+            if next_k in redo:
+                choice, share = redo.pop(next_k)
+            else:
+                pending = [inflight[k].choice for k in sorted(inflight)]
+                choice = select_one(
+                    ctl.policy, g, pending, seed=ctl.seed, k=next_k, strategies=strategies,
+                    max_depth=budget.max_depth,
+                )  # fmt: skip
+            if choice is None or share == 0:
+                return None  # tried again once the next result is recorded
+            task = ctl.task_for(choice, next_k, share)
+            ctl.sink_event(dispatch_event(next_k, choice, share))
+            pool.submit(task)
+            inflight[next_k] = task
+            next_k += 1
+        return None
+
+    stop = fill()
+    while inflight and stop is None:
+        out = pool.next_outcome()
+        done[out.k] = out
+        while stop is None and usage.expansions in done:
+            k = usage.expansions
+            ev = ctl.apply_outcome(pool, inflight.pop(k), done.pop(k))
+            if str(ev["edge"].get("reason") or "").startswith("replay:"):
+                return "replay_miss"  # a replayed search met a request it never recorded
+            stop = fill()
+    # Stopped with expansions in flight (a perfect score, a budget): they are dropped (their
+    # workers are stopped when the pool closes) and sent again if the search is resumed.
+    return stop or ctl.stop_reason() or "search_space_exhausted"
 
 
 # ---------------------------------------------------------------------- in the worker

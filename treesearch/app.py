@@ -283,16 +283,23 @@ def _search_held(
     )
     t0 = time.perf_counter()
     stop: str | None = None
-    if events:
-        controller.replay(events)
-        run.append(
-            {"event": "resumed", "time": time.time(), "expansions": controller.usage.expansions}
-        )
-        stop = controller.stop_reason()
-        if stop is not None and on_note is not None:
-            on_note(f"nothing to do: {explain_stop(stop, controller.budget, controller.usage)}")
-    else:
-        controller.start()
+    if pool is not None:
+        pool.start()  # the workers start up while the root is tested
+    try:
+        if events:
+            controller.replay(events)
+            run.append(
+                {"event": "resumed", "time": time.time(), "expansions": controller.usage.expansions}
+            )
+            stop = controller.stop_reason()
+            if stop is not None and on_note is not None:
+                on_note(f"nothing to do: {explain_stop(stop, controller.budget, controller.usage)}")
+        else:
+            controller.start()
+    except BaseException:
+        if pool is not None:
+            pool.close(kill=True)
+        raise
     done = controller.usage.expansions
     try:
         result = controller.run()
@@ -310,7 +317,7 @@ def _search_held(
 def _worker_pool(
     loaded: LoadedConfig, store: ShadowStore, scorer: Scorer, isolation: Isolation
 ) -> WorkerPool | None:
-    """The worker processes of ``search.workers > 1`` (started at the first batch)."""
+    """The worker processes of ``search.workers > 1`` (``None``: one expansion at a time)."""
     cfg = loaded.config
     if cfg.search.workers <= 1:
         return None

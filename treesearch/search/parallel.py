@@ -46,6 +46,7 @@ from treesearch.agents import (
     AgentStatus,
     build_agent,
     register_agent,
+    resolve_dotted,
     run_agent,
 )
 from treesearch.errors import SearchError
@@ -138,7 +139,7 @@ class Outcome:
 
 
 class WorkerPool:
-    """``n`` worker processes, started at the first batch, each with a pipe of its own."""
+    """``n`` worker processes (``start``, or at the first task), each with a connection."""
 
     def __init__(self, n: int, spec: WorkerSpec, store: ShadowStore) -> None:
         if n < 1:
@@ -165,10 +166,14 @@ class WorkerPool:
             return self.n
         return sum(1 for w in self._workers if w.task is None)
 
-    def submit(self, task: Task) -> None:
-        """Send ``task`` to an idle worker (starting the workers at the first task)."""
+    def start(self) -> None:
+        """Start the worker processes (if not running yet); they get ready in the background."""
         if not self._workers:
             self._workers = [_Worker.start(self.spec) for _ in range(self.n)]
+
+    def submit(self, task: Task) -> None:
+        """Send ``task`` to an idle worker (starting the workers if need be)."""
+        self.start()
         worker = next((w for w in self._workers if w.task is None), None)
         if worker is None:
             raise ValueError(f"every one of the {self.n} workers is busy")
@@ -360,6 +365,9 @@ def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> Non
         try:
             for kind, (factory, model) in spec.agents.items():
                 register_agent(kind, factory, model=model, replace=True)
+                if isinstance(factory, str):  # imported now, while the root is tested
+                    with contextlib.suppress(Exception):
+                        resolve_dotted(factory)
             store = open_worker_store(spec.view, folder)
             cache = ScoreCache(spec.score_cache) if spec.score_cache else None
             scorer = Scorer.from_config(spec.scoring, spec.source, cache=cache)

@@ -168,9 +168,12 @@ def test_worker_store_shares_the_objects_and_captures_what_the_search_store_does
 ) -> None:
     ws = tmp_path / "proj"
     ws.mkdir()
-    (ws / ".gitignore").write_text("*.log\n")
+    (ws / ".gitignore").write_text("*.log\n__pycache__/\n")
     (ws / "keep.log").write_text("tracked although ignored\n")
     (ws / "a.py").write_text("x = 1\n")
+    (ws / "fixture.log").write_text("ignored, read by the tests\n")
+    (ws / "__pycache__").mkdir()
+    (ws / "__pycache__" / "a.pyc").write_text("cache\n")
     run_git(ws, "init", "-q")
     run_git(ws, "add", "-f", "keep.log")
     run_git(ws, "add", ".")
@@ -184,6 +187,9 @@ def test_worker_store_shares_the_objects_and_captures_what_the_search_store_does
     view = worker_view(main)
     with lifecycle.scratch_dir("worker", tmp_path) as folder:
         w = open_worker_store(view, folder)
+        # Files the store does not capture are copied once (the tests may read them); caches not.
+        assert (w.workspace / "fixture.log").read_text() == "ignored, read by the tests\n"
+        assert not (w.workspace / "__pycache__").exists()
         start = adopt(w, root.tree, modes=root.modes, empty_dirs=root.empty_dirs)
         w.restore(start.commit)
         (w.workspace / "a.py").write_text("x = 2\n")

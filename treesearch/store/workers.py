@@ -21,6 +21,7 @@ handed over (``scan.Mirror``): a worker captures exactly the files the search's 
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,11 @@ class WorkerView:
     max_file_bytes: int | None
     mirror: Mirror
     workspace: str
-    """The workspace the worker folders stand in for (said in errors only)."""
+    """The workspace the worker folders stand in for."""
+    uncaptured: tuple[str, ...] = ()
+    """Paths of the workspace the store does not capture (ignored, excluded, oversize; folders
+    end in ``/``), copied once into each worker folder: the tests may read them (fixtures,
+    built files) and a restore never touches them. Caches (``_CACHES``) are left out."""
 
 
 def worker_view(store: ShadowStore) -> WorkerView:
@@ -57,6 +62,12 @@ def worker_view(store: ShadowStore) -> WorkerView:
     with store.lock(), errors(StoreError, f"cannot prepare worker folders of {store.workspace}"):
         scan = store._scanner.scan()
         nested = sorted(scan.walk.nested_repos)
+        rules = store._scanner.ignore_rules("")
+        uncaptured = sorted(
+            p
+            for p in (*rules.files, *rules.dirs, *(s.path for s in scan.walk.skipped))
+            if p.rstrip("/").rsplit("/", 1)[-1] not in _CACHES and not p.endswith(".pyc")
+        )
         keep: frozenset[str] = frozenset()
         exclude_from: tuple[str, ...] = ()
         if store.respect_gitignore:
@@ -78,6 +89,7 @@ def worker_view(store: ShadowStore) -> WorkerView:
         max_file_bytes=store.max_file_bytes,
         mirror=Mirror(exclude_from, keep),
         workspace=str(store.workspace),
+        uncaptured=tuple(uncaptured),
     )
 
 
@@ -89,7 +101,9 @@ def open_worker_store(view: WorkerView, folder: Path) -> ShadowStore:
     user's project and the search's store, removed with the worker.
     """
     ws = folder / "ws"
-    ws.mkdir(exist_ok=True)
+    if not ws.exists():
+        ws.mkdir()
+        _copy_uncaptured(Path(view.workspace), ws, view.uncaptured)
     store = ShadowStore.open(
         ws,
         home=folder / "home",
@@ -103,6 +117,35 @@ def open_worker_store(view: WorkerView, folder: Path) -> ShadowStore:
     store._git.env["GIT_OBJECT_DIRECTORY"] = view.objects
     store._scanner.mirror = view.mirror
     return store
+
+
+_CACHES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".git"})
+"""Folders a worker's own runs make again: not worth copying (``.git``: never copied)."""
+
+
+def _copy_uncaptured(src: Path, dest: Path, paths: tuple[str, ...]) -> None:
+    """Copy ``paths`` (relative; folders end in ``/``) from ``src`` into ``dest``, links as
+    links; a path that vanished meanwhile is skipped."""
+    for rel in paths:
+        s, d = src / rel.rstrip("/"), dest / rel.rstrip("/")
+        if not _within(s, src):
+            continue
+        d.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if s.is_dir() and not s.is_symlink():
+                shutil.copytree(s, d, symlinks=True, dirs_exist_ok=True)
+            else:
+                shutil.copy2(s, d, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+
+
+def _within(path: Path, root: Path) -> bool:
+    try:
+        path.parent.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
 
 
 def adopt(

@@ -159,13 +159,6 @@ class WorkerPool:
         """The search's store: where the states workers made are recorded (``record``)."""
         self._workers: list[_Worker] = []
 
-    @property
-    def idle(self) -> int:
-        """Workers without a task (all of them before the first task)."""
-        if not self._workers:
-            return self.n
-        return sum(1 for w in self._workers if w.task is None)
-
     def start(self) -> None:
         """Start the worker processes (if not running yet); they get ready in the background."""
         if not self._workers:

@@ -1,13 +1,14 @@
 """Choosing expansions for parallel workers: pure functions, no I/O.
 
-A parallel search keeps up to N expansions in flight. Expansion ``k`` is chosen right after the
-result of expansion ``k - N`` was recorded, on a view of the graph in which the expansions still
-in flight (``k - N + 1 .. k - 1``) are marked as pending: their attempt counted as started (so no
-(node, strategy, attempt) is chosen twice) and a virtual loss on their path (one visit with
-reward 0, so UCT spreads over the tree instead of piling onto one branch). Which results are
-recorded and which are pending when ``k`` is chosen depends on ``k`` alone, never on which worker
-finished first: the same seed and the same N give the same graph. The graph itself is never
-changed. Expansion ``k`` uses the RNG of ``(seed, k)``, as a sequential search does.
+A parallel search chooses up to W expansions ahead (``parallel.run_window``: W = 2 per worker).
+Expansion ``k`` is chosen right after the result of expansion ``k - W`` was recorded, on a view
+of the graph in which the expansions chosen and not recorded yet (``k - W + 1 .. k - 1``) are
+marked as pending: their attempt counted as started (so no (node, strategy, attempt) is chosen
+twice) and a virtual loss on their path (one visit with reward 0, so UCT spreads over the tree
+instead of piling onto one branch). Which results are recorded and which are pending when ``k``
+is chosen depends on ``k`` alone, never on which worker finished first: the same seed and the
+same number of workers give the same graph. The graph itself is never changed. Expansion ``k``
+uses the RNG of ``(seed, k)``, as a sequential search does.
 
 ``share_test_runs`` gives each expansion its share of the test runs left of the budget, so that
 however its agent calls ``run_tests``, the expansions in flight never spend more than is left.
@@ -86,7 +87,7 @@ def select_batch(
 def share_test_runs(left: int | None, free_slots: int) -> int | None:
     """The test runs one more expansion may spend (its agent's ``run_tests`` calls and the
     scoring of its state together) when ``left`` are neither spent nor promised to expansions
-    in flight and ``free_slots`` workers are idle; ``None``: no limit. Never more than
+    in flight and ``free_slots`` more expansions may be chosen; ``None``: no limit. Never more than
     ``left``, so the shares in flight add up to at most what the budget has left; 0: wait."""
     if left is None:
         return None
@@ -96,8 +97,8 @@ def share_test_runs(left: int | None, free_slots: int) -> int | None:
 
 
 def dispatch_event(k: int, choice: Choice, test_runs: int | None) -> dict[str, Any]:
-    """The ``dispatch`` event recorded when expansion ``k`` is sent to a worker: a search
-    killed before its result was recorded sends the same expansion again when resumed."""
+    """The ``dispatch`` event recorded when expansion ``k`` is chosen for a worker: a search
+    killed before its result was recorded chooses the same expansion again when resumed."""
     return {
         "event": "dispatch",
         "k": k,
@@ -110,8 +111,8 @@ def dispatch_event(k: int, choice: Choice, test_runs: int | None) -> dict[str, A
 
 
 def dispatched(events: Iterable[Mapping[str, Any]]) -> dict[int, tuple[Choice, int | None]]:
-    """Expansions sent to workers whose result is not on record (by ``k``: the choice and its
-    share of the test runs); the latest ``dispatch`` event of each ``k`` counts."""
+    """Expansions chosen for workers whose result is not on record (by ``k``: the choice and
+    its share of the test runs); the latest ``dispatch`` event of each ``k`` counts."""
     sent: dict[int, tuple[Choice, int | None]] = {}
     recorded = 0
     for ev in events:

@@ -16,7 +16,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import networkx as nx
@@ -376,10 +376,8 @@ class Controller:
         )
 
     def task_for(self, choice: Choice, k: int, test_runs: int | None) -> Task:
-        """What a worker needs for expansion ``k`` (``search.parallel``)."""
-        left = self.time_left()
-        if left is not None and left <= 0:
-            raise _OutOfTime
+        """What a worker needs for expansion ``k`` (``search.parallel``), as the graph is now;
+        its time limits are set when it is sent (``timed``)."""
         strategy = self.strategies[choice.strategy]
         base = f"{k:04d}-{_safe(strategy.name)}"
         session_file = self.sink.session_file(base) if self.sink is not None else None
@@ -395,12 +393,21 @@ class Controller:
             history=tuple(self._history(choice.path)),
             siblings=tuple(self._siblings(choice.node)),
             seed=self.seed,
-            timeout=strategy.timeout if left is None else min(strategy.timeout, left),
-            time_left=left,
+            timeout=strategy.timeout,
+            time_left=None,
             test_runs=test_runs,
             known=frozenset(self._g().nodes),
             parent_score=self.scores.get(choice.node),
         )
+
+    def timed(self, task: Task) -> Task:
+        """``task`` with the agent's timeout clipped to the wall-clock budget left now."""
+        left = self.time_left()
+        if left is None:
+            return task
+        if left <= 0:
+            raise _OutOfTime
+        return replace(task, time_left=left, timeout=min(task.strategy.timeout, left))
 
     def _record(
         self,

@@ -1,8 +1,8 @@
 """Parallel expansion (``search.workers: N``): worker processes, each in a folder of its own.
 
-The controller selects a batch of expansions (``search.batch``), sends one ``Task`` to each
-worker, waits for every ``Outcome`` and applies them in selection order, so the graph does not
-depend on which worker finished first. A worker is a real process (a fresh interpreter
+The controller chooses expansions ahead (``search.batch``; ``run_window``), sends each ``Task``
+to an idle worker and records the ``Outcome``s strictly in the order they were chosen, so the
+graph does not depend on which worker finished first. A worker is a real process (a fresh interpreter
 that inherits nothing of the controller's threads or locks) that owns:
 
 * a scratch folder (``lifecycle.scratch_dir("worker")``, outside the user's project; removed when
@@ -14,7 +14,7 @@ that inherits nothing of the controller's threads or locks) that owns:
 
 For a task, the worker restores the node into its folder, runs the agent in a session there
 (the session file goes where a sequential search puts it), captures the result, and scores it
-unless the state was already a node when the batch was chosen. The main workspace is never
+unless the state was already a node when the expansion was chosen. The main workspace is never
 written by a worker. A worker never outlives the search: it gets SIGKILL when the controller
 dies (``lifecycle.die_with_parent``), its test processes go with it (its own watchdog), and a
 resume starts new workers in new folders (worker folders are never trusted).
@@ -59,7 +59,11 @@ from treesearch.store.shadow import ShadowStore
 from treesearch.store.workers import WorkerView, adopt, open_worker_store
 from treesearch.types import Snapshot, TreeHash
 
-__all__ = ["Outcome", "Task", "WorkerPool", "WorkerSpec", "run_window"]
+__all__ = ["WINDOW", "Outcome", "Task", "WorkerPool", "WorkerSpec", "run_window"]
+
+WINDOW = 2
+"""Expansions chosen ahead per worker (``run_window``): 2 keeps both of two workers busy when
+short expansions (no-ops, cached states) finish behind long ones."""
 
 
 @dataclass(frozen=True)
@@ -103,11 +107,11 @@ class Task:
     timeout: float
     """The agent's time limit (already clipped to the wall-clock budget left)."""
     time_left: float | None
-    """Wall seconds left of the search's budget when the batch was sent (``None``: no limit)."""
+    """Wall seconds left of the search's budget when the task was sent (``None``: no limit)."""
     test_runs: int | None
     """Test runs this expansion may spend, its scoring included (``None``: no limit)."""
     known: frozenset[str]
-    """The graph's nodes when the batch was chosen: a state among them is not scored again."""
+    """The graph's nodes when the expansion was chosen: a state among them is not scored."""
     parent_score: ScoreResult | None = None
 
 
@@ -132,7 +136,7 @@ class Outcome:
     seconds: float = 0.0
 
     def new_score(self) -> ScoreResult:
-        """The score of a state that was not a node when the batch was chosen."""
+        """The score of a state that was not a node when the expansion was chosen."""
         if self.scored is None:  # the worker scores every such state
             raise SearchError(f"expansion {self.k}: a search worker sent a new state unscored")
         return self.scored
@@ -158,6 +162,11 @@ class WorkerPool:
         self.store = store
         """The search's store: where the states workers made are recorded (``record``)."""
         self._workers: list[_Worker] = []
+
+    @property
+    def busy(self) -> int:
+        """Workers with a task in hand."""
+        return sum(1 for w in self._workers if w.task is not None)
 
     def start(self) -> None:
         """Start the worker processes (if not running yet); they get ready in the background."""
@@ -275,22 +284,26 @@ class _Worker:
 def run_window(ctl: Any, pool: WorkerPool) -> str:
     """Expand with ``pool``'s workers until the search must stop; returns why.
 
-    ``ctl`` is the ``Controller``. Up to ``pool.n`` expansions are in flight; results are
-    recorded strictly in the order of ``k``, and expansion ``k`` is chosen (``batch.select_one``)
-    right after the result of ``k - n`` was recorded, with ``k - n + 1 .. k - 1`` pending: which
-    worker finishes first changes when things happen, never what. Expansions sent before a kill
-    (``ctl.pending``, from the ``dispatch`` events) are sent again first, as they were."""
+    ``ctl`` is the ``Controller``. Up to ``2 * pool.n`` expansions are chosen ahead (``WINDOW``):
+    expansion ``k`` is chosen (``batch.select_one``) right after the result of ``k - 2n`` was
+    recorded, with ``k - 2n + 1 .. k - 1`` pending, and goes to the first idle worker; results
+    are recorded strictly in the order of ``k``. Which worker finishes first changes when things
+    happen, never what. Choosing ahead keeps every worker busy when a short expansion finishes
+    behind a long one. Expansions chosen before a kill (``ctl.pending``, from the ``dispatch``
+    events) are chosen again first, as they were."""
     g = ctl.graph
     budget, usage = ctl.budget, ctl.usage
     strategies = {n: s.samples for n, s in ctl.strategies.items()}
-    inflight: dict[int, Task] = {}
+    window = WINDOW * pool.n
+    chosen: dict[int, Task] = {}  # chosen and not recorded yet
+    queued: list[int] = []  # chosen and not sent to a worker yet
     done: dict[int, Outcome] = {}
     next_k = usage.expansions
     redo, ctl.pending = dict(ctl.pending), {}
 
-    def fill() -> str | None:
+    def choose() -> str | None:
         nonlocal next_k
-        while len(inflight) < pool.n:
+        while len(chosen) < window:
             stop = ctl.stop_reason()
             if stop is not None:
                 return str(stop)
@@ -298,38 +311,43 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
                 return None
             left = None
             if budget.test_runs is not None:
-                promised = sum(t.test_runs or 0 for t in inflight.values())
+                promised = sum(t.test_runs or 0 for t in chosen.values())
                 left = budget.test_runs - usage.test_runs - promised
-            share = share_test_runs(left, pool.n - len(inflight))
+            share = share_test_runs(left, window - len(chosen))
             if next_k in redo:
                 choice, share = redo.pop(next_k)
             else:
-                pending = [inflight[k].choice for k in sorted(inflight)]
+                pending = [chosen[k].choice for k in sorted(chosen)]
                 choice = select_one(
                     ctl.policy, g, pending, seed=ctl.seed, k=next_k, strategies=strategies,
                     max_depth=budget.max_depth,
                 )  # fmt: skip
             if choice is None or share == 0:
                 return None  # tried again once the next result is recorded
-            task = ctl.task_for(choice, next_k, share)
+            chosen[next_k] = ctl.task_for(choice, next_k, share)
             ctl.sink_event(dispatch_event(next_k, choice, share))
-            pool.submit(task)
-            inflight[next_k] = task
+            queued.append(next_k)
             next_k += 1
         return None
 
-    stop = fill()
-    while inflight and stop is None:
+    def send() -> None:
+        while queued and pool.busy < pool.n:
+            pool.submit(ctl.timed(chosen[queued.pop(0)]))
+
+    stop = choose()
+    send()
+    while chosen and stop is None:
         out = pool.next_outcome()
         done[out.k] = out
         while stop is None and usage.expansions in done:
             k = usage.expansions
-            ev = ctl.apply_outcome(pool, inflight.pop(k), done.pop(k))
+            ev = ctl.apply_outcome(pool, chosen.pop(k), done.pop(k))
             if str(ev["edge"].get("reason") or "").startswith("replay:"):
                 return "replay_miss"  # a replayed search met a request it never recorded
-            stop = fill()
-    # Stopped with expansions in flight (a perfect score, a budget): they are dropped (their
-    # workers are stopped when the pool closes) and sent again if the search is resumed.
+            stop = choose()
+        send()
+    # Stopped with expansions chosen or in flight (a perfect score, a budget): they are dropped
+    # (busy workers are stopped when the pool closes) and chosen again if the search resumes.
     return stop or ctl.stop_reason() or "search_space_exhausted"
 
 

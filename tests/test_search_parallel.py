@@ -309,7 +309,8 @@ def worker_pids(pid: int) -> list[int]:
 
 
 @pytest.mark.slow
-def test_parallel_search_killed_with_sigkill_resumes_to_the_same_graph(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_parallel_search_killed_resumes_to_the_same_graph(tmp_path: Path, sig: int) -> None:
     ref_proj = make_project(tmp_path / "ref")
     ref_cfg = slow_config(tmp_path / "ref", ref_proj)
     ref_cfg["search"]["workers"] = 2
@@ -332,8 +333,13 @@ def test_parallel_search_killed_with_sigkill_resumes_to_the_same_graph(tmp_path:
     time.sleep(0.2)  # inside a batch
     pids = worker_pids(proc.pid) or pids
     assert len(pids) == 2
-    os.kill(proc.pid, signal.SIGKILL)  # the controller alone: its workers must die with it
-    proc.communicate(timeout=60)
+    os.kill(proc.pid, sig)  # the controller alone: its workers must end with it
+    _out, err = proc.communicate(timeout=60)
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 130, err
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["status"] == "interrupted"
+        assert store_of(tmp_path / "int", proj).capture().tree == summary["best"]["tree"]
     end = time.monotonic() + 30
     while any(Path(f"/proc/{p}").exists() for p in pids) and time.monotonic() < end:
         time.sleep(0.05)

@@ -2,8 +2,8 @@
 
 The controller chooses expansions ahead (``search.batch``; ``run_window``), sends each ``Task``
 to an idle worker and records the ``Outcome``s strictly in the order they were chosen, so the
-graph does not depend on which worker finished first. A worker is a real process (a fresh interpreter
-that inherits nothing of the controller's threads or locks) that owns:
+graph does not depend on which worker finished first. A worker is a real process (a fresh
+interpreter that inherits nothing of the controller's threads or locks) that owns:
 
 * a scratch folder (``lifecycle.scratch_dir("worker")``, outside the user's project; removed when
   the worker ends, or by the next search's ``reap`` when it was killed): its work folder ``ws``

@@ -122,7 +122,7 @@ def test_share_test_runs_never_promises_more_than_is_left() -> None:
     assert shares == [1, 2, 2] and sum(shares) == 5
 
 
-def test_dispatched_is_what_was_sent_and_not_recorded() -> None:
+def test_dispatched_is_what_was_chosen_and_not_recorded() -> None:
     def sent(k: int, strategy: str) -> dict[str, Any]:
         return {
             "event": "dispatch",
@@ -134,15 +134,18 @@ def test_dispatched_is_what_was_sent_and_not_recorded() -> None:
             "test_runs": 2,
         }
 
-    events = [{"event": "root"}, sent(0, "s1"), sent(1, "s2"), {"event": "expansion", "k": 0}]
-    events.append(sent(2, "s3"))
+    def recorded(k: int, strategy: str) -> dict[str, Any]:
+        return {"event": "expansion", "k": k, "parent": "r", "strategy": strategy, "attempt": 0}
+
+    events = [{"event": "root"}, sent(0, "s1"), sent(1, "s2"), recorded(0, "s1"), sent(2, "s3")]
     pending = dispatched(events)
     assert {k: (c.strategy, share) for k, (c, share) in pending.items()} == {
         1: ("s2", 2),
         2: ("s3", 2),
     }
-    events += [{"event": "expansion", "k": 1}, {"event": "expansion", "k": 2}]
-    assert dispatched(events) == {}
+    assert dispatched([*events, recorded(1, "s2"), recorded(2, "s3")]) == {}
+    # Resumed with one worker: an expansion other than the one chosen voids the other choices.
+    assert dispatched([*events, recorded(1, "s4")]) == {}
 
 
 # ------------------------------------------------------------------ config

@@ -120,5 +120,9 @@ def dispatched(events: Iterable[Mapping[str, Any]]) -> dict[int, tuple[Choice, i
             c = Choice(ev["node"], ev["strategy"], int(ev["attempt"]), tuple(ev["path"]))
             sent[int(ev["k"])] = (c, ev.get("test_runs"))
         elif ev.get("event") == "expansion":
+            was = sent.get(int(ev.get("k", -1)))
+            did = (ev.get("parent"), ev.get("strategy"), ev.get("attempt"))
+            if was is None or (was[0].node, was[0].strategy, was[0].attempt) != did:
+                sent.clear()  # not what was chosen (a sequential search): the rest is void
             recorded += 1
     return {k: v for k, v in sorted(sent.items()) if k >= recorded}

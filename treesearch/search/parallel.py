@@ -314,8 +314,9 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
                 promised = sum(t.test_runs or 0 for t in chosen.values())
                 left = budget.test_runs - usage.test_runs - promised
             share = share_test_runs(left, window - len(chosen))
-            if next_k in redo:
-                choice, share = redo.pop(next_k)
+            again = redo.pop(next_k, None)
+            if again is not None and again[0].node in g and again[0].strategy in strategies:
+                choice, share = again
             else:
                 pending = [chosen[k].choice for k in sorted(chosen)]
                 choice = select_one(

@@ -20,7 +20,7 @@ from typing import Any
 import networkx as nx
 
 from treesearch import lifecycle
-from treesearch.agents import build_agent
+from treesearch.agents import agent_entry, build_agent
 from treesearch.config import (
     LoadedConfig,
     agent_config,
@@ -40,8 +40,10 @@ from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage, explain_stop
 from treesearch.search.controller import Controller, SearchResult, Strategy, one_line
 from treesearch.search.events import replay
+from treesearch.search.parallel import WorkerPool, WorkerSpec
 from treesearch.search.policies import make_policy
 from treesearch.store import ShadowStore, default_home
+from treesearch.store.workers import worker_view
 
 __all__ = ["SearchOutcome", "checkout", "resume", "run_from_config", "load_run_graph"]
 
@@ -177,7 +179,7 @@ def resume(
     log = run.events()
     # A process's end (finished, interrupted) records its elapsed time too: the wall-clock
     # budget then counts the time of an expansion it dropped or cut short.
-    kinds = ("root", "expansion", "finished", "interrupted")
+    kinds = ("root", "expansion", "finished", "interrupted", "dispatch")
     events = [e for e in log.events if e["event"] in kinds]
     store = _open_store(loaded, home=home, watch=watch)
     return _search(loaded, run, events, on_progress, store=store, on_note=on_note)
@@ -291,6 +293,7 @@ def _search_scored(
         )
         for name, s in cfg.strategies.items()
     }
+    pool = _worker_pool(loaded, store, scorer, isolation)
     controller = Controller(
         store=store,
         strategies=strategies,
@@ -305,19 +308,27 @@ def _search_scored(
         on_progress=on_progress,
         max_consecutive_errors=cfg.search.max_consecutive_errors,
         isolation=isolation,
+        pool=pool,
     )
     t0 = time.perf_counter()
     stop: str | None = None
-    if events:
-        controller.replay(events)
-        run.append(
-            {"event": "resumed", "time": time.time(), "expansions": controller.usage.expansions}
-        )
-        stop = controller.stop_reason()
-        if stop is not None and on_note is not None:
-            on_note(f"nothing to do: {explain_stop(stop, controller.budget, controller.usage)}")
-    else:
-        controller.start()
+    if pool is not None:
+        pool.start()  # the workers start up while the root is tested
+    try:
+        if events:
+            controller.replay(events)
+            run.append(
+                {"event": "resumed", "time": time.time(), "expansions": controller.usage.expansions}
+            )
+            stop = controller.stop_reason()
+            if stop is not None and on_note is not None:
+                on_note(f"nothing to do: {explain_stop(stop, controller.budget, controller.usage)}")
+        else:
+            controller.start()
+    except BaseException:
+        if pool is not None:
+            pool.close(kill=True)
+        raise
     done = controller.usage.expansions
     try:
         result = controller.run()
@@ -326,12 +337,37 @@ def _search_scored(
         try_write_report(run.path, store)  # the graph so far; the error itself goes on up
         raise
     finally:
+        if pool is not None:
+            pool.close()
         run.close()
     if events and stop is None and on_note is not None and result.usage.expansions == done:
         on_note(
             f"nothing to do: {explain_stop(result.stop_reason, controller.budget, result.usage)}"
         )
     return _finish(loaded, run, store, scorer, result, time.perf_counter() - t0, isolation)
+
+
+def _worker_pool(
+    loaded: LoadedConfig, store: ShadowStore, scorer: Scorer, isolation: Isolation
+) -> WorkerPool | None:
+    """The worker processes of ``search.workers > 1`` (``None``: one expansion at a time)."""
+    cfg = loaded.config
+    if cfg.search.workers <= 1:
+        return None
+    spec = WorkerSpec(
+        view=worker_view(store),
+        scoring=cfg.scoring.model_dump(),
+        source=loaded.source,
+        score_cache=str(scorer.cache.path) if scorer.cache is not None else None,
+        agent_cache=str(store.path.parent / "agent-cache"),
+        isolation=isolation,
+        agents={
+            kind: entry
+            for kind in sorted({str(agent_config(s)["kind"]) for s in cfg.strategies.values()})
+            if (entry := agent_entry(kind)) is not None
+        },
+    )
+    return WorkerPool(cfg.search.workers, spec, store)
 
 
 def _isolation(loaded: LoadedConfig) -> Isolation:

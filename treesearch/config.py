@@ -110,6 +110,10 @@ class SearchConfig(_Model):
     max_consecutive_errors: int | None = Field(3, ge=1)
     """Stop the search after this many expansions in a row failed with the same agent error and
     left no new state (e.g. a model server that is down); ``null``: never."""
+    workers: int = Field(1, ge=1, le=64)
+    """Worker processes expanding (node, strategy) pairs at once, each in a folder of its own
+    (``search.parallel``); results are applied in selection order, so the same seed and the same
+    ``workers`` give the same graph. 1: one expansion at a time, in the workspace itself."""
     budget: BudgetConfig = BudgetConfig()
 
 

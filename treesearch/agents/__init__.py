@@ -54,6 +54,7 @@ __all__ = [
     "AgentFactory",
     "AgentResult",
     "AgentStatus",
+    "agent_entry",
     "agent_model",
     "build_agent",
     "check_fields",
@@ -262,6 +263,14 @@ def known_kinds() -> list[str]:
     """The registered agent kinds, sorted."""
     with _registry_lock:
         return sorted(_registry)
+
+
+def agent_entry(kind: str) -> tuple[str | AgentFactory, type[AgentConfig] | None] | None:
+    """How ``kind`` is built: its factory and config model as ``register_agent`` took them
+    (``None``: unknown). A parallel search registers them again in its worker processes."""
+    with _registry_lock:
+        entry = _registry.get(kind)
+    return (entry.factory, entry.model) if entry is not None else None
 
 
 def agent_model(kind: str) -> type[AgentConfig] | None:

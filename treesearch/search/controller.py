@@ -16,7 +16,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import networkx as nx
@@ -25,11 +25,13 @@ from treesearch.agents import Agent, AgentContext, AgentResult, AgentStatus, run
 from treesearch.errors import SearchError
 from treesearch.scoring.results import ScoreResult
 from treesearch.search import graph as G
+from treesearch.search.batch import dispatched
 from treesearch.search.budget import Budget, Usage, exhausted, remaining
 from treesearch.search.events import apply_event, replay
+from treesearch.search.parallel import Outcome, Task, WorkerPool, run_window
 from treesearch.search.policies import Choice, Policy
 from treesearch.session import TransactionalSession
-from treesearch.types import Diff, RunSink, SnapshotStore, StateScorer, TreeHash
+from treesearch.types import Diff, RunSink, Snapshot, SnapshotStore, StateScorer, TreeHash
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ class Controller:
         on_progress: Callable[[dict[str, Any]], None] | None = None,
         max_consecutive_errors: int | None = 3,
         isolation: Any = None,
+        pool: WorkerPool | None = None,
     ) -> None:
         self.store = store
         self.strategies = dict(strategies)
@@ -114,6 +117,12 @@ class Controller:
         self.max_consecutive_errors = max_consecutive_errors
         self.isolation = isolation
         """How agent commands are confined (``treesearch.isolation.Isolation``; ``None``: not)."""
+        self.pool = pool
+        """Worker processes expanding a batch at once (``search.parallel``; ``None``: one
+        expansion at a time, in the workspace)."""
+        self.pending: dict[int, tuple[Choice, int | None]] = {}
+        """Expansions sent to workers and not recorded when the search was killed (by ``k``:
+        the choice and its share of the test runs): a resumed search sends them again."""
         self.error_streak: list[str] = []
         """Reasons of the latest expansions in a row whose agent failed with the same error and
         left no new state (counted by this process only: a resumed search, e.g. after the server was fixed,
@@ -158,6 +167,7 @@ class Controller:
         self.graph = replay(
             events, graph=self.graph, usage=self.usage, feedback=self.feedback
         ).graph
+        self.pending = dispatched(events)
 
     # ---------------------------------------------------------------- the loop
 
@@ -224,6 +234,9 @@ class Controller:
                 if stop:
                     reason = stop
                     break
+                if self.pool is not None:
+                    reason = run_window(self, self.pool)
+                    break
                 k = self.usage.expansions
                 rng = random.Random(f"{self.seed}:{k}")
                 choice = self.policy(
@@ -268,7 +281,6 @@ class Controller:
 
     def expand(self, choice: Choice, k: int) -> dict[str, Any]:
         """One expansion; returns the event it recorded."""
-        g = self._g()
         timing = Timing()
         strategy = self.strategies[choice.strategy]
         t_start = time.perf_counter()
@@ -292,9 +304,7 @@ class Controller:
             messages=[{"role": "user", "content": self.task}] if self.task else (),
             # Derived from the run, not random: the session's snapshots (and so the nodes'
             # commit ids) are the same in two runs with the same seed.
-            session_id=hashlib.sha256(
-                f"{self.seed}:{k}:{choice.node}:{strategy.name}:{choice.attempt}".encode()
-            ).hexdigest()[:16],
+            session_id=self._session_id(choice, k),
         )
         session.isolation = self.isolation
         ctx = AgentContext(
@@ -324,19 +334,105 @@ class Controller:
         session.close()  # its workspace hold (the search's own hold goes on)
         if left is not None and self.time_left() == 0:
             raise _OutOfTime  # the agent was cut at the budget: no result to record
+
+        def capture() -> Snapshot:
+            # run_agent leaves disk, session and store agreeing on result.tree (it records
+            # changes made outside steps and rolls back a failed step): no second scan needed.
+            if result.tree is not None:
+                return self.store.resolve(result.tree)
+            return self.store.capture(label=None, meta=None)
+
+        return self._record(
+            choice,
+            k,
+            result,
+            capture,
+            lambda child, parent: self._score(child, self.scores.get(parent)),
+            lambda: (self.scorer.test_runs - runs0, self.scorer.cache_hits - hits0),
+            timing,
+            t_start,
+        )
+
+    def _session_id(self, choice: Choice, k: int) -> str:
+        name = self.strategies[choice.strategy].name
+        key = f"{self.seed}:{k}:{choice.node}:{name}:{choice.attempt}"
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+    def apply_outcome(self, pool: WorkerPool, task: Task, out: Outcome) -> dict[str, Any]:
+        """Record what a worker did for ``task`` (``search.parallel``); returns the event."""
+        if out.error is not None:
+            raise SearchError(f"expansion {task.k} failed in a search worker: {out.error}")
+        if out.cut or out.result is None:
+            raise _OutOfTime  # cut at the budget: this one and the later ones are dropped
+        return self._record(
+            task.choice,
+            task.k,
+            out.result,
+            lambda: pool.record(out),
+            lambda child, parent: out.new_score(),
+            lambda: (out.test_runs, out.cache_hits),
+            Timing(**{k: v for k, v in out.timing.items() if k != "capture"}),
+            time.perf_counter() - out.seconds,
+        )
+
+    def task_for(self, choice: Choice, k: int, test_runs: int | None) -> Task:
+        """What a worker needs for expansion ``k`` (``search.parallel``), as the graph is now;
+        its time limits are set when it is sent (``timed``)."""
+        strategy = self.strategies[choice.strategy]
+        base = f"{k:04d}-{_safe(strategy.name)}"
+        session_file = self.sink.session_file(base) if self.sink is not None else None
+        return Task(
+            k=k,
+            choice=choice,
+            strategy=strategy,
+            start=self.store.resolve(choice.node),
+            session_file=str(session_file) if session_file is not None else None,
+            session_id=self._session_id(choice, k),
+            task=self.task,
+            feedback=tuple(self.feedback.get(n, "") for n in choice.path),
+            history=tuple(self._history(choice.path)),
+            siblings=tuple(self._siblings(choice.node)),
+            seed=self.seed,
+            timeout=strategy.timeout,
+            time_left=None,
+            test_runs=test_runs,
+            known=frozenset(self._g().nodes),
+            parent_score=self.scores.get(choice.node),
+        )
+
+    def timed(self, task: Task) -> Task:
+        """``task`` with the agent's timeout clipped to the wall-clock budget left now."""
+        left = self.time_left()
+        if left is None:
+            return task
+        if left <= 0:
+            raise _OutOfTime
+        return replace(task, time_left=left, timeout=min(task.strategy.timeout, left))
+
+    def _record(
+        self,
+        choice: Choice,
+        k: int,
+        result: AgentResult,
+        capture: Callable[[], Snapshot],
+        score: Callable[[str, str], ScoreResult | None],
+        counts: Callable[[], tuple[int, int]],
+        timing: Timing,
+        t_start: float,
+    ) -> dict[str, Any]:
+        """Record an expansion whose agent has run: its transcript, its state (``capture``),
+        the state's score when it is new (``score(child, parent)``; ``None``: the wall-clock
+        budget ran out), the event (test runs and cache hits from ``counts``) and its timing."""
+        g = self._g()
+        strategy = self.strategies[choice.strategy]
+        base = f"{k:04d}-{_safe(strategy.name)}"
         transcript_rel = None
         if self.sink is not None:
             transcript_rel = self.sink.write_transcript(base, result.to_json())
 
         t = time.perf_counter()
-        # run_agent leaves disk, session and store agreeing on result.tree (it records changes
-        # made outside steps and rolls back a failed step), so no second scan is needed here.
-        snap = (
-            self.store.resolve(result.tree)
-            if result.tree is not None
-            else self.store.capture(label=None, meta=None)
-        )
-        timing.capture = time.perf_counter() - t
+        snap = capture()
+        timing.capture += time.perf_counter() - t
         child = str(snap.tree)
 
         parent = choice.node
@@ -363,11 +459,11 @@ class Controller:
         else:
             outcome = "new"
             t = time.perf_counter()
-            scored = self._score(child, self.scores.get(parent))
+            scored = score(child, parent)
             if scored is None:
                 raise _OutOfTime
             self.scores[child] = scored
-            timing.score = time.perf_counter() - t
+            timing.score += time.perf_counter() - t
             feedback = scored.feedback()
             self._write_test_log(child, scored)
             reward = scored.score
@@ -382,8 +478,7 @@ class Controller:
             }
             timing.bookkeeping += time.perf_counter() - t
         t = time.perf_counter()
-        test_runs = self.scorer.test_runs - runs0  # the agent's own run_tests calls count too
-        cache_hits = self.scorer.cache_hits - hits0
+        test_runs, cache_hits = counts()  # the agent's own run_tests calls count too
         ev = {
             "event": "expansion",
             "k": k,
@@ -507,6 +602,10 @@ class Controller:
                 }
             )
         return out
+
+    def sink_event(self, ev: dict[str, Any]) -> None:
+        """Record an event that changes nothing in the graph (e.g. ``dispatch``)."""
+        self._emit(ev)
 
     def _emit(self, ev: dict[str, Any]) -> None:
         if self.sink is not None:

@@ -57,6 +57,16 @@ class Scan:
     seconds: float
 
 
+@dataclass(frozen=True)
+class Mirror:
+    """What a worker folder's scans take from the workspace it stands in for: that workspace's
+    ``.git/info/exclude`` files and the paths its repository tracks (captured even when a
+    pattern ignores them), so that both capture the same files."""
+
+    exclude_from: tuple[str, ...] = ()
+    keep: frozenset[str] = frozenset()
+
+
 @dataclass
 class _Compared:
     """What a scan must tell git: see ``Scanner._compare``."""
@@ -105,6 +115,9 @@ class Scanner:
         self.rules_cache: dict[str, IgnoreRules] | None = None
         self.signature: Any = None
         self.user_tracked: dict[str, tuple[tuple[int, int, int], frozenset[str]]] = {}
+        self.mirror: Mirror | None = None
+        """Set on a worker's store (``store.workers``): the ignore inputs of the workspace it
+        stands in for, which its own folder lacks (that workspace's ``.git``)."""
         self.watch: Inotify | None = None
         self.walker: Walker | None = None
         """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
@@ -456,6 +469,8 @@ class Scanner:
             info = dot_git / "info" / "exclude"
             if dot_git.is_dir() and info.is_file():
                 args.append(f"--exclude-from={info}")
+            if self.mirror is not None and not repo_rel:
+                args.extend(f"--exclude-from={f}" for f in self.mirror.exclude_from)
         args.extend(f"--exclude={pattern}" for pattern in self.excludes)
         if only is not None:
             args.append("--")
@@ -507,6 +522,8 @@ class Scanner:
 
     def _tracked_by_user(self, root: Path) -> frozenset[str]:
         """Paths the user's own repository at ``root`` tracks (read-only: no lock, no refresh)."""
+        if self.mirror is not None and root == self.workspace:
+            return self.mirror.keep
         gitdir = user_git_dir(root)
         if gitdir is None:
             return frozenset()

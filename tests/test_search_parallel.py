@@ -1,0 +1,356 @@
+"""Parallel expansion (``search.workers``): real worker processes, real git, real pytest."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import pytest
+from conftest import run_git, tree_digest
+from test_search import cli, config, make_project, run, slow_config, write_yaml
+
+from treesearch import lifecycle
+from treesearch.agents import AgentContext, AgentResult, register_agent
+from treesearch.agents.scripted import ScriptedAgent
+from treesearch.app import resume
+from treesearch.config import DEFAULT_EXCLUDES, apply_overrides, validate
+from treesearch.errors import ConfigError, SearchError, StoreError
+from treesearch.runs import read_events
+from treesearch.search import graph as G
+from treesearch.search.batch import dispatched, select_batch, share_test_runs
+from treesearch.search.graph import to_json
+from treesearch.search.policies import make_policy
+from treesearch.store import ShadowStore
+from treesearch.store.workers import adopt, open_worker_store, worker_view
+
+VOLATILE = {"seconds", "elapsed", "time", "feedback"}  # feedback quotes durations
+
+
+# ------------------------------------------------------------------ agents the workers build
+
+
+class HungryAgent:
+    """Calls ``run_tests`` ``calls`` times, then plays scripted ``steps``."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.calls = int(config["calls"])
+        self.inner = ScriptedAgent(config["steps"])
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        assert ctx.run_tests is not None
+        answers = [ctx.run_tests() for _ in range(self.calls)]
+        result = self.inner.run(ctx)
+        result.transcript.append({"event": "run_tests", "answers": answers})
+        return result
+
+
+class DyingAgent:
+    """Kills the process it runs in (a worker that dies mid-expansion)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        pass
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable")
+
+
+register_agent("test-hungry", "test_search_parallel:HungryAgent", replace=True)
+register_agent("test-dying", "test_search_parallel:DyingAgent", replace=True)
+
+
+def strip(ev: dict[str, Any]) -> dict[str, Any]:
+    return {k: strip(v) if isinstance(v, dict) else v for k, v in ev.items() if k not in VOLATILE}
+
+
+def search_events(run_dir: Path) -> list[dict[str, Any]]:
+    kinds = ("root", "expansion", "dispatch")
+    return [strip(e) for e in read_events(run_dir / "events.jsonl").events if e["event"] in kinds]
+
+
+# ------------------------------------------------------------------ batches (pure)
+
+
+def small_graph() -> nx.DiGraph:
+    g = G.new_graph("r", commit=None, score=0.5, tests={})
+    G.add_result(g, "r", "a", strategy="s1", edge={}, node={"score": 0.75, "tests": {}})
+    G.backup(g, ["r", "a"], 0.75)
+    g.nodes["r"]["tried"]["s1"] = 1
+    return g
+
+
+@pytest.mark.parametrize("policy", ["bfs", "best_first", "beam", "mcts", "random"])
+def test_select_batch_never_picks_the_same_node_strategy_attempt_twice(policy: str) -> None:
+    g = small_graph()
+    before = to_json(g)
+    strategies = {"s1": 1, "s2": 2, "s3": 1}
+    pick = make_policy(policy)
+    batch = select_batch(pick, g, seed=3, k0=4, n=5, strategies=strategies, max_depth=None)
+    keys = [(c.node, c.strategy, c.attempt) for c in batch]
+    assert len(keys) == len(set(keys)) == 5
+    assert to_json(g) == before  # the graph itself is not changed
+    # The first choice is what a sequential search would choose for expansion k0.
+    first = pick(g, random.Random("3:4"), strategies=strategies, max_depth=None)
+    assert batch[0] == first
+
+
+def test_select_batch_mcts_virtual_loss_spreads_over_the_children() -> None:
+    g = small_graph()
+    G.add_result(g, "r", "b", strategy="s2", edge={}, node={"score": 0.75, "tests": {}})
+    G.backup(g, ["r", "b"], 0.75)
+    g.nodes["r"]["tried"]["s2"] = 1
+    pick = make_policy("mcts", c=1.0)
+    batch = select_batch(pick, g, seed=0, k0=0, n=2, strategies={"s1": 1, "s2": 1}, max_depth=None)
+    # Without the virtual loss of the first choice, both would descend to the same child.
+    assert {c.node for c in batch} == {"a", "b"}
+
+
+def test_share_test_runs_never_promises_more_than_is_left() -> None:
+    assert share_test_runs(None, 2) is None
+    assert share_test_runs(0, 2) == 0  # nothing left: wait for the expansions in flight
+    assert share_test_runs(7, 2) == 3
+    left, shares = 5, []
+    for free in (3, 2, 1):  # three idle workers filled one after another
+        shares.append(share_test_runs(left, free))
+        left -= shares[-1] or 0
+    assert shares == [1, 2, 2] and sum(shares) == 5
+
+
+def test_dispatched_is_what_was_chosen_and_not_recorded() -> None:
+    def sent(k: int, strategy: str) -> dict[str, Any]:
+        return {
+            "event": "dispatch",
+            "k": k,
+            "node": "r",
+            "strategy": strategy,
+            "attempt": 0,
+            "path": ["r"],
+            "test_runs": 2,
+        }
+
+    def recorded(k: int, strategy: str) -> dict[str, Any]:
+        return {"event": "expansion", "k": k, "parent": "r", "strategy": strategy, "attempt": 0}
+
+    events = [{"event": "root"}, sent(0, "s1"), sent(1, "s2"), recorded(0, "s1"), sent(2, "s3")]
+    pending = dispatched(events)
+    assert {k: (c.strategy, share) for k, (c, share) in pending.items()} == {
+        1: ("s2", 2),
+        2: ("s3", 2),
+    }
+    assert dispatched([*events, recorded(1, "s2"), recorded(2, "s3")]) == {}
+    # Resumed with one worker: an expansion other than the one chosen voids the other choices.
+    assert dispatched([*events, recorded(1, "s4")]) == {}
+
+
+# ------------------------------------------------------------------ config
+
+
+def test_search_workers_is_validated_and_settable_with_c(tmp_path: Path) -> None:
+    proj = make_project(tmp_path)
+    raw = config(tmp_path, proj)
+    two = apply_overrides(raw, ["search.workers=2"])
+    loaded = validate(two, source="cfg.yaml", base_dir=tmp_path, overrides=["search.workers=2"])
+    assert loaded.config.search.workers == 2
+    assert validate(raw, source="cfg.yaml", base_dir=tmp_path).config.search.workers == 1
+    zero = apply_overrides(raw, ["search.workers=0"])
+    with pytest.raises(ConfigError, match=r"search\.workers=0: search\.workers: must be at least"):
+        validate(zero, source="cfg.yaml", base_dir=tmp_path, overrides=["search.workers=0"])
+
+
+# ------------------------------------------------------------------ worker stores
+
+
+def test_worker_store_shares_the_objects_and_captures_what_the_search_store_does(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "proj"
+    ws.mkdir()
+    (ws / ".gitignore").write_text("*.log\n__pycache__/\n")
+    (ws / "keep.log").write_text("tracked although ignored\n")
+    (ws / "a.py").write_text("x = 1\n")
+    (ws / "fixture.log").write_text("ignored, read by the tests\n")
+    (ws / "__pycache__").mkdir()
+    (ws / "__pycache__" / "a.pyc").write_text("cache\n")
+    run_git(ws, "init", "-q")
+    run_git(ws, "add", "-f", "keep.log")
+    run_git(ws, "add", ".")
+    run_git(ws, "commit", "-q", "-m", "init")
+    main = ShadowStore.open(ws, home=tmp_path / "home")
+    root = main.capture()
+    assert {e.path for e in main.files(root.commit)} == {".gitignore", "a.py", "keep.log"}
+    user_before = tree_digest(ws, include_mtime=True)
+    log_before = [s.commit for s in main.log()]
+
+    view = worker_view(main)
+    with lifecycle.scratch_dir("worker", tmp_path) as folder:
+        w = open_worker_store(view, folder)
+        # Files the store does not capture are copied once (the tests may read them); caches not.
+        assert (w.workspace / "fixture.log").read_text() == "ignored, read by the tests\n"
+        assert not (w.workspace / "__pycache__").exists()
+        start = adopt(w, root.tree, modes=root.modes, empty_dirs=root.empty_dirs)
+        w.restore(start.commit)
+        (w.workspace / "a.py").write_text("x = 2\n")
+        (w.workspace / "junk.log").write_text("ignored\n")
+        child = w.capture()
+        w.close()
+        # Every object the worker wrote went to the search store's object folder.
+        own = [p for p in (w.git_dir / "objects").rglob("*") if p.is_file()]
+        assert own == []
+    # Nothing of the worker's reached the search store's snapshots, nor its workspace.
+    assert [s.commit for s in main.log()] == log_before
+    assert tree_digest(ws, include_mtime=True) == user_before
+    got = adopt(main, child.tree, modes=child.modes, empty_dirs=child.empty_dirs)
+    main.materialize(got.commit, tmp_path / "out")
+    assert (tmp_path / "out" / "a.py").read_text() == "x = 2\n"
+    # The file the user's repository tracks though ignored is kept; the ignored one is not.
+    assert (tmp_path / "out" / "keep.log").exists()
+    assert not (tmp_path / "out" / "junk.log").exists()
+
+
+def test_worker_view_refuses_a_workspace_with_a_nested_repository(tmp_path: Path) -> None:
+    ws = tmp_path / "proj"
+    (ws / "sub").mkdir(parents=True)
+    (ws / "sub" / "f.txt").write_text("f\n")
+    run_git(ws / "sub", "init", "-q")
+    main = ShadowStore.open(ws, home=tmp_path / "home")
+    with pytest.raises(StoreError, match=r"nested git repositories \(sub.*search\.workers: 1"):
+        worker_view(main)
+
+
+# ------------------------------------------------------------------ searches
+
+
+def store_of(tmp_path: Path, proj: Path) -> ShadowStore:
+    return ShadowStore.open(proj, home=tmp_path / "home", excludes=DEFAULT_EXCLUDES)
+
+
+def test_parallel_search_is_deterministic_and_ends_at_the_best_node(tmp_path: Path) -> None:
+    outs = []
+    for i in range(2):
+        base = tmp_path / f"p{i}"
+        proj = make_project(base)
+        cfg = config(base, proj, policy="mcts", params={"c": 1.0}, stop_on_perfect=False)
+        cfg["search"]["workers"] = 2
+        cfg["search"]["budget"] = {"expansions": 7}
+        out = run(cfg, tmp_path)
+        assert out.usage.expansions == 7  # exactly the budget
+        store = store_of(base, proj)
+        assert store.capture().tree == out.best  # the workspace ends at the best node
+        # Only the final restore wrote the workspace: one safety snapshot in its store.
+        assert [s.kind for s in store.log()].count("safety") == 1
+        outs.append(out)
+    graphs = [to_json(o.graph, stable=True) for o in outs]
+    assert graphs[0] == graphs[1]
+    assert [n["commit"] for _, n in outs[0].graph.nodes(data=True)] == [
+        n["commit"] for _, n in outs[1].graph.nodes(data=True)
+    ]
+    events = [search_events(o.run_dir) for o in outs]
+    assert events[0] == events[1]
+    ks = [e["k"] for e in events[0] if e["event"] == "expansion"]
+    assert ks == list(range(7))
+    assert [e["k"] for e in events[0] if e["event"] == "dispatch"] == list(range(7))
+    rd = outs[0].run_dir
+    for k in range(7):  # a transcript and a session file per expansion, as a sequential run
+        assert len(list((rd / "transcripts").glob(f"{k:04d}-*.json"))) == 1
+        assert len(list((rd / "transcripts").glob(f"{k:04d}-*.session.jsonl"))) == 1
+    scored = [n for n in outs[0].graph.nodes]
+    assert all((rd / "tests" / f"{n[:12]}.log").exists() for n in scored)
+
+
+def test_parallel_search_never_spends_more_test_runs_than_the_budget(tmp_path: Path) -> None:
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
+    for name, strat in list(cfg["strategies"].items()):
+        cfg["strategies"][name] = {"kind": "test-hungry", "calls": 3, "steps": strat["steps"]}
+    cfg["search"]["workers"] = 2
+    cfg["search"]["budget"] = {"expansions": 50, "test_runs": 8}
+    out = run(cfg, tmp_path)
+    events = read_events(out.run_dir / "events.jsonl").events
+    spent = sum(e.get("test_runs", 0) for e in events if e["event"] in ("root", "expansion"))
+    assert spent == out.usage.test_runs <= 8
+    assert out.stop_reason == "test_runs"
+    answers = [
+        a
+        for p in (out.run_dir / "transcripts").glob("*[0-9]-*[a-z].json")
+        for ev in json.loads(p.read_text())["transcript"]
+        if ev.get("event") == "run_tests"
+        for a in ev["answers"]
+    ]
+    assert any("share of search.budget.test_runs" in a for a in answers)
+
+
+def test_a_worker_that_dies_stops_the_search_with_its_exit_code(tmp_path: Path) -> None:
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj, policy="bfs")
+    cfg["strategies"] = {"die": {"kind": "test-dying"}, **cfg["strategies"]}
+    cfg["search"]["workers"] = 2
+    with pytest.raises(SearchError, match=r"search worker 0 .* died with exit code -9"):
+        run(cfg, tmp_path)
+    assert "return a - b" in (proj / "calc.py").read_text()  # the workspace is as it was
+
+
+def worker_pids(pid: int) -> list[int]:
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    out = []
+    for k in map(int, kids):
+        try:
+            cmd = Path(f"/proc/{k}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"worker_entry" in cmd:
+            out.append(k)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_parallel_search_killed_resumes_to_the_same_graph(tmp_path: Path, sig: int) -> None:
+    ref_proj = make_project(tmp_path / "ref")
+    ref_cfg = slow_config(tmp_path / "ref", ref_proj)
+    ref_cfg["search"]["workers"] = 2
+    reference = run(ref_cfg, tmp_path)
+
+    proj = make_project(tmp_path / "int")
+    cfg = slow_config(tmp_path / "int", proj)
+    cfg["search"]["workers"] = 2
+    cfg["output"]["run_id"] = "killed"
+    proc = cli("run", str(write_yaml(tmp_path / "int.yaml", cfg)))
+    run_dir = tmp_path / "int" / "runs" / "killed"
+    deadline = time.monotonic() + 120
+    pids: list[int] = []
+    while time.monotonic() < deadline:  # until a few expansions are on record
+        events = run_dir / "events.jsonl"
+        pids = worker_pids(proc.pid) or pids
+        if events.exists() and events.read_text().count('"expansion"') >= 3:
+            break
+        time.sleep(0.05)
+    time.sleep(0.2)  # inside a batch
+    pids = worker_pids(proc.pid) or pids
+    assert len(pids) == 2
+    os.kill(proc.pid, sig)  # the controller alone: its workers must end with it
+    _out, err = proc.communicate(timeout=60)
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 130, err
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["status"] == "interrupted"
+        assert store_of(tmp_path / "int", proj).capture().tree == summary["best"]["tree"]
+    end = time.monotonic() + 30
+    while any(Path(f"/proc/{p}").exists() for p in pids) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not [p for p in pids if Path(f"/proc/{p}").exists()]
+    resumed = resume(run_dir)
+    assert to_json(resumed.graph, stable=True) == to_json(reference.graph, stable=True)
+    assert resumed.best == reference.best
+    assert store_of(tmp_path / "int", proj).capture().tree == resumed.best
+    # The killed workers' folders were reaped by the resumed search.
+    left = [p for p in lifecycle.temp_root().glob("worker-*") if int(p.name.split("-")[1]) in pids]
+    assert left == []

@@ -1,0 +1,510 @@
+"""Parallel expansion (``search.workers: N``): worker processes, each in a folder of its own.
+
+The controller chooses expansions ahead (``search.batch``; ``run_window``), sends each ``Task``
+to an idle worker and records the ``Outcome``s strictly in the order they were chosen, so the
+graph does not depend on which worker finished first. A worker is a real process (a fresh
+interpreter that inherits nothing of the controller's threads or locks) that owns:
+
+* a scratch folder (``lifecycle.scratch_dir("worker")``, outside the user's project; removed when
+  the worker ends, or by the next search's ``reap`` when it was killed): its work folder ``ws``
+  stands in for the workspace, and its store (``store.workers``) shares the search store's
+  objects, so nothing is copied;
+* its own scorer (same config, same score cache file: SQLite serialises writers);
+* the agent of each task, built from the strategy's validated config (``build_agent``).
+
+For a task, the worker restores the node into its folder, runs the agent in a session there
+(the session file goes where a sequential search puts it), captures the result, and scores it
+unless the state was already a node when the expansion was chosen. The main workspace is never
+written by a worker. A worker never outlives the search: it gets SIGKILL when the controller
+dies (``lifecycle.die_with_parent``), its test processes go with it (its own watchdog), and a
+resume starts new workers in new folders (worker folders are never trusted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import multiprocessing.connection
+import os
+import pickle
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from treesearch import lifecycle
+from treesearch.agents import (
+    AgentContext,
+    AgentResult,
+    AgentStatus,
+    build_agent,
+    register_agent,
+    resolve_dotted,
+    run_agent,
+)
+from treesearch.errors import SearchError
+from treesearch.scoring import ScoreCache, Scorer
+from treesearch.scoring.results import ScoreResult
+from treesearch.search.batch import dispatch_event, select_one, share_test_runs
+from treesearch.search.policies import Choice
+from treesearch.session import TransactionalSession
+from treesearch.store.shadow import ShadowStore
+from treesearch.store.workers import WorkerView, adopt, open_worker_store
+from treesearch.types import Snapshot, TreeHash
+
+__all__ = ["WINDOW", "Outcome", "Task", "WorkerPool", "WorkerSpec", "run_window"]
+
+WINDOW = 2
+"""Expansions chosen ahead per worker (``run_window``): 2 keeps both of two workers busy when
+short expansions (no-ops, cached states) finish behind long ones."""
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How a worker builds what it needs (picklable: sent once, when the worker starts)."""
+
+    view: WorkerView
+    """The search store's objects and ignore inputs (``store.workers.worker_view``)."""
+    scoring: dict[str, Any]
+    """The ``scoring`` section (``Scorer.from_config``)."""
+    source: str = "<config>"
+    """Where the config came from (for error messages)."""
+    score_cache: str | None = None
+    """The score cache file the search uses (``None``: none)."""
+    agent_cache: str | None = None
+    """The agents' cache folder (``AgentContext.cache_dir``)."""
+    isolation: Any = None
+    """How agent commands are confined (``isolation.Isolation``)."""
+    agents: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    """Agent kinds the strategies use: (factory, config model) as registered in the controller's
+    process (``agents.agent_entry``), registered again in the worker."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One expansion for a worker: everything the controller knew when it chose it."""
+
+    k: int
+    choice: Choice
+    strategy: Any
+    """The ``controller.Strategy`` (its ``agent`` config is plain data)."""
+    start: Snapshot
+    """The node's snapshot in the search store (tree, permission bits, empty folders)."""
+    session_file: str | None
+    session_id: str
+    task: str
+    feedback: tuple[str, ...]
+    history: tuple[dict[str, Any], ...]
+    siblings: tuple[dict[str, Any], ...]
+    seed: int
+    timeout: float
+    """The agent's time limit (already clipped to the wall-clock budget left)."""
+    time_left: float | None
+    """Wall seconds left of the search's budget when the task was sent (``None``: no limit)."""
+    test_runs: int | None
+    """Test runs this expansion may spend, its scoring included (``None``: no limit)."""
+    known: frozenset[str]
+    """The graph's nodes when the expansion was chosen: a state among them is not scored."""
+    parent_score: ScoreResult | None = None
+
+
+@dataclass
+class Outcome:
+    """What a worker sends back for one task."""
+
+    k: int
+    cut: bool = False
+    """The wall-clock budget ran out during the expansion: nothing to record."""
+    error: str | None = None
+    """The worker itself failed (not the agent: an agent's failure is a result)."""
+    result: AgentResult | None = None
+    child: str = ""
+    modes: dict[str, int] = field(default_factory=dict)
+    empty_dirs: tuple[str, ...] = ()
+    scored: ScoreResult | None = None
+    test_runs: int = 0
+    cache_hits: int = 0
+    timing: dict[str, float] = field(default_factory=dict)
+    """Seconds of ``restore``, ``agent``, ``capture`` and ``score`` in the worker."""
+    seconds: float = 0.0
+
+    def new_score(self) -> ScoreResult:
+        """The score of a state that was not a node when the expansion was chosen."""
+        if self.scored is None:  # the worker scores every such state
+            raise SearchError(f"expansion {self.k}: a search worker sent a new state unscored")
+        return self.scored
+
+
+class WorkerPool:
+    """``n`` worker processes (``start``, or at the first task), each with a connection."""
+
+    def __init__(self, n: int, spec: WorkerSpec, store: ShadowStore) -> None:
+        if n < 1:
+            raise ValueError(f"a worker pool needs at least one worker, not {n}")
+        self.n = n
+        self.spec = spec
+        for kind, entry in spec.agents.items():
+            try:
+                pickle.dumps(entry)
+            except Exception as exc:  # noqa: BLE001 - any pickling failure says the same
+                raise SearchError(
+                    f"search.workers: {n}: agent kind {kind!r} was registered with a factory a "
+                    f"worker process cannot import ({type(exc).__name__}: {exc}); register it "
+                    "with a dotted path or a module-level callable, or set search.workers: 1"
+                ) from None
+        self.store = store
+        """The search's store: where the states workers made are recorded (``record``)."""
+        self._workers: list[_Worker] = []
+
+    @property
+    def busy(self) -> int:
+        """Workers with a task in hand."""
+        return sum(1 for w in self._workers if w.task is not None)
+
+    def start(self) -> None:
+        """Start the worker processes (if not running yet); they get ready in the background."""
+        if not self._workers:
+            self._workers = [_Worker.start(self.spec) for _ in range(self.n)]
+
+    def submit(self, task: Task) -> None:
+        """Send ``task`` to an idle worker (starting the workers if need be)."""
+        self.start()
+        worker = next((w for w in self._workers if w.task is None), None)
+        if worker is None:
+            raise ValueError(f"every one of the {self.n} workers is busy")
+        try:
+            worker.conn.send(task)
+        except BaseException:
+            self.close(kill=True)
+            raise
+        worker.task = task
+
+    def next_outcome(self) -> Outcome:
+        """Wait for the next outcome of any busy worker.
+
+        A worker that dies is a ``SearchError`` naming its exit code; an interrupt
+        (``KeyboardInterrupt``) stops every worker before it propagates."""
+        try:
+            busy = {w.conn: w for w in self._workers if w.task is not None}
+            if not busy:
+                raise ValueError("no task in flight")
+            conn = multiprocessing.connection.wait(list(busy))[0]
+            w = busy[conn]  # type: ignore[index]
+            assert w.task is not None
+            try:
+                out: Outcome = w.conn.recv()
+            except (EOFError, OSError):
+                code = w.proc.wait()
+                raise SearchError(
+                    f"search worker {self._workers.index(w)} (pid {w.proc.pid}) died with exit "
+                    f"code {code} during expansion {w.task.k}: the run can be resumed "
+                    "(`treesearch resume`); or set search.workers: 1"
+                ) from None
+            w.task = None
+            return out
+        except BaseException:
+            self.close(kill=True)
+            raise
+
+    def record(self, out: Outcome) -> Snapshot:
+        """Record the state a worker made as a snapshot of the search's store (its objects are
+        there already): what the search's graph and final restore refer to."""
+        return adopt(self.store, out.child, modes=out.modes, empty_dirs=out.empty_dirs)
+
+    def close(self, *, kill: bool = False) -> None:
+        """Stop the workers: idle ones are told to end; busy ones (their expansion is dropped:
+        the search stopped) and, with ``kill``, all get SIGTERM (they remove their folders),
+        then SIGKILL when they do not end within seconds."""
+        for w in self._workers:
+            with contextlib.suppress(OSError, ValueError):
+                if kill or w.task is not None:
+                    w.proc.terminate()
+                else:
+                    w.conn.send(None)
+        for w in self._workers:
+            try:
+                w.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                w.proc.kill()
+                w.proc.wait()
+            w.conn.close()
+        self._workers = []
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(kill=exc[0] is not None)
+
+
+@dataclass
+class _Worker:
+    """One worker process and the connection to it (pickled messages over a socket pair)."""
+
+    proc: subprocess.Popen[bytes]
+    conn: multiprocessing.connection.Connection
+    task: Task | None = None
+    """The task in hand (``None``: idle)."""
+
+    @classmethod
+    def start(cls, spec: WorkerSpec) -> _Worker:
+        # A fresh interpreter (not multiprocessing's spawn, which re-imports the caller's main
+        # script, nor fork, which would inherit the controller's threads and locks), with the
+        # controller's import path: the same treesearch, the same agent modules.
+        mine, theirs = socket.socketpair()
+        code = (
+            "import json, sys; sys.path[:0] = json.loads(sys.argv[3]); "
+            "from treesearch.search.parallel import worker_entry; "
+            "worker_entry(int(sys.argv[1]), int(sys.argv[2]))"
+        )
+        argv = [sys.executable, "-c", code, str(theirs.fileno()), str(os.getpid())]
+        try:
+            proc = subprocess.Popen(
+                [*argv, json.dumps(sys.path)],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            theirs.close()
+        conn = multiprocessing.connection.Connection(mine.detach())
+        conn.send(spec)
+        return cls(proc, conn)
+
+
+# ---------------------------------------------------------------------- the controller's loop
+
+
+def run_window(ctl: Any, pool: WorkerPool) -> str:
+    """Expand with ``pool``'s workers until the search must stop; returns why.
+
+    ``ctl`` is the ``Controller``. Up to ``2 * pool.n`` expansions are chosen ahead (``WINDOW``):
+    expansion ``k`` is chosen (``batch.select_one``) right after the result of ``k - 2n`` was
+    recorded, with ``k - 2n + 1 .. k - 1`` pending, and goes to the first idle worker; results
+    are recorded strictly in the order of ``k``. Which worker finishes first changes when things
+    happen, never what. Choosing ahead keeps every worker busy when a short expansion finishes
+    behind a long one. Expansions chosen before a kill (``ctl.pending``, from the ``dispatch``
+    events) are chosen again first, as they were."""
+    g = ctl.graph
+    budget, usage = ctl.budget, ctl.usage
+    strategies = {n: s.samples for n, s in ctl.strategies.items()}
+    window = WINDOW * pool.n
+    chosen: dict[int, Task] = {}  # chosen and not recorded yet
+    queued: list[int] = []  # chosen and not sent to a worker yet
+    done: dict[int, Outcome] = {}
+    next_k = usage.expansions
+    redo, ctl.pending = dict(ctl.pending), {}
+
+    def choose() -> str | None:
+        nonlocal next_k
+        while len(chosen) < window:
+            stop = ctl.stop_reason()
+            if stop is not None:
+                return str(stop)
+            if budget.expansions is not None and next_k >= budget.expansions:
+                return None
+            left = None
+            if budget.test_runs is not None:
+                promised = sum(t.test_runs or 0 for t in chosen.values())
+                left = budget.test_runs - usage.test_runs - promised
+            share = share_test_runs(left, window - len(chosen))
+            again = redo.pop(next_k, None)
+            if again is not None and again[0].node in g and again[0].strategy in strategies:
+                choice, share = again
+            else:
+                pending = [chosen[k].choice for k in sorted(chosen)]
+                choice = select_one(
+                    ctl.policy, g, pending, seed=ctl.seed, k=next_k, strategies=strategies,
+                    max_depth=budget.max_depth,
+                )  # fmt: skip
+            if choice is None or share == 0:
+                return None  # tried again once the next result is recorded
+            chosen[next_k] = ctl.task_for(choice, next_k, share)
+            ctl.sink_event(dispatch_event(next_k, choice, share))
+            queued.append(next_k)
+            next_k += 1
+        return None
+
+    def send() -> None:
+        while queued and pool.busy < pool.n:
+            pool.submit(ctl.timed(chosen[queued.pop(0)]))
+
+    stop = choose()
+    send()
+    while chosen and stop is None:
+        out = pool.next_outcome()
+        done[out.k] = out
+        while stop is None and usage.expansions in done:
+            k = usage.expansions
+            ev = ctl.apply_outcome(pool, chosen.pop(k), done.pop(k))
+            if str(ev["edge"].get("reason") or "").startswith("replay:"):
+                return "replay_miss"  # a replayed search met a request it never recorded
+            stop = choose()
+        send()
+    # Stopped with expansions chosen or in flight (a perfect score, a budget): they are dropped
+    # (busy workers are stopped when the pool closes) and chosen again if the search resumes.
+    return stop or ctl.stop_reason() or "search_space_exhausted"
+
+
+# ---------------------------------------------------------------------- in the worker
+
+
+def worker_entry(fd: int, parent: int) -> None:
+    """A worker process's main: read its ``WorkerSpec``, then expand tasks until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    lifecycle.die_with_parent(parent)
+    conn = multiprocessing.connection.Connection(fd)
+    try:
+        spec = conn.recv()
+    except EOFError:
+        return
+    _serve(conn, spec)
+
+
+def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> None:
+    """Open the worker's folder and store, then answer tasks until told to stop."""
+    broken: str | None = None
+    with lifecycle.scratch_dir("worker") as folder:
+        store: ShadowStore | None = None
+        scorer: Scorer | None = None
+        try:
+            for kind, (factory, model) in spec.agents.items():
+                register_agent(kind, factory, model=model, replace=True)
+                if isinstance(factory, str):  # imported now, while the root is tested
+                    with contextlib.suppress(Exception):
+                        resolve_dotted(factory)
+            store = open_worker_store(spec.view, folder)
+            cache = ScoreCache(spec.score_cache) if spec.score_cache else None
+            scorer = Scorer.from_config(spec.scoring, spec.source, cache=cache)
+        except Exception as exc:  # noqa: BLE001 - said for every task instead
+            broken = f"the worker could not start: {type(exc).__name__}: {exc}"
+        try:
+            while True:
+                try:
+                    task = conn.recv()
+                except EOFError:
+                    break
+                if task is None:
+                    break
+                if broken is not None or store is None or scorer is None:
+                    conn.send(Outcome(task.k, error=broken))
+                    continue
+                try:
+                    out = expand(task, store, scorer, spec)
+                except Exception as exc:  # noqa: BLE001 - the controller says it and stops
+                    tb = traceback.format_exc(limit=8)
+                    out = Outcome(task.k, error=f"{type(exc).__name__}: {exc}\n{tb}")
+                conn.send(out)
+        finally:
+            if store is not None:
+                store.close()
+
+
+def expand(task: Task, store: ShadowStore, scorer: Scorer, spec: WorkerSpec) -> Outcome:
+    """One expansion in the worker's folder (what ``Controller.expand`` does up to the record)."""
+    t_start = time.perf_counter()
+    deadline = None if task.time_left is None else time.monotonic() + task.time_left
+    timing: dict[str, float] = {}
+
+    def left() -> float | None:
+        return None if deadline is None else max(deadline - time.monotonic(), 0.0)
+
+    t = time.perf_counter()
+    start = adopt(
+        store, task.start.tree, modes=dict(task.start.modes), empty_dirs=task.start.empty_dirs
+    )
+    store.restore(start.commit)
+    timing["restore"] = time.perf_counter() - t
+    runs0, hits0 = scorer.test_runs, scorer.cache_hits
+    agent_runs = 0
+
+    def run_tests() -> str:
+        nonlocal agent_runs
+        remaining = left()
+        if remaining is not None and remaining <= 0:
+            return "not run: the search's wall-clock budget (search.budget.wall_seconds) is spent"
+        if task.test_runs is not None and agent_runs >= task.test_runs - 1:
+            return (
+                "not run: this expansion's share of search.budget.test_runs "
+                f"({task.test_runs}, one kept for scoring its result) is spent"
+            )
+        agent_runs += 1
+        result = scorer.score(store.workspace, tree=None, time_limit=remaining)
+        return str(result.feedback())
+
+    session = TransactionalSession.create(
+        store,
+        task.session_file,
+        timeout=task.timeout,
+        messages=[{"role": "user", "content": task.task}] if task.task else (),
+        session_id=task.session_id,
+    )
+    session.isolation = spec.isolation
+    choice = task.choice
+    ctx = AgentContext(
+        session=session,
+        task=task.task,
+        feedback=task.feedback,
+        max_steps=task.strategy.max_steps,
+        timeout=task.timeout,
+        rng=random.Random(f"{task.seed}:{choice.node}:{task.strategy.name}:{choice.attempt}"),
+        node=TreeHash(choice.node),
+        attempt=choice.attempt,
+        history=task.history,
+        siblings=task.siblings,
+        test_spec=scorer.search_spec,
+        run_tests=run_tests,
+        cache_dir=Path(spec.agent_cache) if spec.agent_cache else None,
+    )
+    t = time.perf_counter()
+    try:
+        result = run_agent(build_agent(task.strategy.agent), ctx)
+    except Exception as exc:  # noqa: BLE001 - a strategy that cannot even be built fails
+        result = AgentResult(AgentStatus.FAILED, reason=f"{type(exc).__name__}: {exc}")
+    timing["agent"] = time.perf_counter() - t
+    session.close()
+    if deadline is not None and left() == 0:
+        return Outcome(task.k, cut=True)
+    # Plain JSON in the transcript: what a sequential search writes (``default=str``).
+    result.transcript = json.loads(json.dumps(result.transcript, default=str))
+    t = time.perf_counter()
+    snap = (
+        store.resolve(result.tree)
+        if result.tree is not None
+        else store.capture(label=None, meta=None)
+    )
+    timing["capture"] = time.perf_counter() - t
+    child = str(snap.tree)
+    scored = None
+    if child not in task.known:
+        t = time.perf_counter()
+        remaining = left()
+        if remaining is not None and remaining <= 0:
+            return Outcome(task.k, cut=True)
+        scored = scorer.score(
+            store.workspace, tree=child, parent=task.parent_score, time_limit=remaining
+        )
+        spec_ = scorer.search_spec
+        limited = remaining is not None and spec_ is not None and remaining < spec_.timeout
+        if limited and scored.run.timed_out and not scored.cached:
+            return Outcome(task.k, cut=True)  # cut by the budget: says nothing of the state
+        timing["score"] = time.perf_counter() - t
+    return Outcome(
+        task.k,
+        result=result,
+        child=child,
+        modes=dict(snap.modes),
+        empty_dirs=tuple(snap.empty_dirs),
+        scored=scored,
+        test_runs=scorer.test_runs - runs0,
+        cache_hits=scorer.cache_hits - hits0,
+        timing=timing,
+        seconds=time.perf_counter() - t_start,
+    )

@@ -354,3 +354,24 @@ def test_parallel_search_killed_resumes_to_the_same_graph(tmp_path: Path, sig: i
     # The killed workers' folders were reaped by the resumed search.
     left = [p for p in lifecycle.temp_root().glob("worker-*") if int(p.name.split("-")[1]) in pids]
     assert left == []
+
+
+def test_parallel_search_says_what_the_workers_warm_runners_said(tmp_path: Path) -> None:
+    """A worker scores with its own warm runner; a fallback to cold runs there is said by the
+    search (events, terminal) like the search's own, never lost in the worker."""
+    from treesearch.app import run_from_config
+
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
+    cfg["scoring"]["search_tests"]["command"] = "cd . && python -m pytest -q"
+    cfg["scoring"]["warm"] = "on"
+    cfg["search"]["workers"] = 2
+    cfg["search"]["budget"] = {"expansions": 4}
+    notes: list[str] = []
+    out = run_from_config(cfg, on_note=notes.append)
+    assert out.usage.expansions == 4
+    events = read_events(out.run_dir / "events.jsonl").events
+    said = [e["note"] for e in events if e["event"] == "warm_runner"]
+    from_workers = [n for n in said if n.startswith("worker ")]
+    assert from_workers and all("shell features" in n for n in from_workers)
+    assert len(said) == len(notes)

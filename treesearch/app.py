@@ -294,6 +294,8 @@ def _search_scored(
         for name, s in cfg.strategies.items()
     }
     pool = _worker_pool(loaded, store, scorer, isolation)
+    if pool is not None:
+        pool.on_note = scorer.warm.on_note
     controller = Controller(
         store=store,
         strategies=strategies,

@@ -23,6 +23,7 @@ resume starts new workers in new folders (worker folders are never trusted).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,6 +136,9 @@ class Outcome:
     timing: dict[str, float] = field(default_factory=dict)
     """Seconds of ``restore``, ``agent``, ``capture`` and ``score`` in the worker."""
     seconds: float = 0.0
+    notes: tuple[str, ...] = ()
+    """What the worker's warm test runner said (a fallback to cold runs), to be said again by
+    the search: a worker's note is never silent."""
 
     def new_score(self) -> ScoreResult:
         """The score of a state that was not a node when the expansion was chosen."""
@@ -148,6 +153,8 @@ class WorkerPool:
     def __init__(self, n: int, spec: WorkerSpec, store: ShadowStore) -> None:
         if n < 1:
             raise ValueError(f"a worker pool needs at least one worker, not {n}")
+        self.on_note: Callable[[str], None] | None = None
+        """Hears what the workers' warm test runners said."""
         self.n = n
         self.spec = spec
         for kind, entry in spec.agents.items():
@@ -208,6 +215,9 @@ class WorkerPool:
                     "(`treesearch resume`); or set search.workers: 1"
                 ) from None
             w.task = None
+            if out.notes and self.on_note is not None:
+                for text in out.notes:
+                    self.on_note(f"worker {self._workers.index(w)}: {text}")
             return out
         except BaseException:
             self.close(kill=True)
@@ -371,6 +381,7 @@ def worker_entry(fd: int, parent: int) -> None:
 def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> None:
     """Open the worker's folder and store, then answer tasks until told to stop."""
     broken: str | None = None
+    notes: list[str] = []
     with lifecycle.scratch_dir("worker") as folder:
         store: ShadowStore | None = None
         scorer: Scorer | None = None
@@ -383,6 +394,7 @@ def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> Non
             store = open_worker_store(spec.view, folder)
             cache = ScoreCache(spec.score_cache) if spec.score_cache else None
             scorer = Scorer.from_config(spec.scoring, spec.source, cache=cache)
+            scorer.warm.on_note = notes.append
         except Exception as exc:  # noqa: BLE001 - said for every task instead
             broken = f"the worker could not start: {type(exc).__name__}: {exc}"
         try:
@@ -401,8 +413,13 @@ def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> Non
                 except Exception as exc:  # noqa: BLE001 - the controller says it and stops
                     tb = traceback.format_exc(limit=8)
                     out = Outcome(task.k, error=f"{type(exc).__name__}: {exc}\n{tb}")
+                if notes:
+                    out = dataclasses.replace(out, notes=tuple(notes))
+                    notes.clear()
                 conn.send(out)
         finally:
+            if scorer is not None:
+                scorer.close()  # its warm test server ends with the worker
             if store is not None:
                 store.close()
 

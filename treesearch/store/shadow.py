@@ -49,6 +49,7 @@ from treesearch.store._errors import errors
 from treesearch.store._fs import SafeTree
 from treesearch.store._git import GitFailed, GitRunner
 from treesearch.store._hold import WorkspaceHold, acquire_hold
+from treesearch.store._pack import Packer
 from treesearch.store._restore import Restorer
 from treesearch.store._retention import GcPolicy
 from treesearch.store._scan import Scan, Scanner
@@ -173,6 +174,7 @@ class ShadowStore:
         )
         self._catalogue = Catalogue(path, self._git, self._run)
         self._diffs = Diffs(self._git, self._run)
+        self._packer = Packer(self.git_dir, self._run)
         self._restorer = Restorer(
             workspace,
             path,
@@ -411,10 +413,18 @@ class ShadowStore:
 
         With nothing changed since the previous snapshot (and no new label or meta), the previous
         snapshot is returned and no object is written. Raises ``CaptureError`` (naming the path)
-        when a file cannot be read; nothing is recorded then.
+        when a file cannot be read; nothing is recorded then. A new snapshot may be followed by
+        packing the store's loose objects (``_pack.py``).
         """
-        with self.lock(), errors(CaptureError, "capture failed", reading=True):
-            return self._capture_locked("capture", label, meta)
+        with self.lock():
+            with errors(CaptureError, "capture failed", reading=True):
+                last = self._catalogue.state.last
+                snap = self._capture_locked("capture", label, meta)
+            if snap.commit != last:
+                what = f"snapshot {snap.commit[:12]} was recorded, but packing the store failed"
+                with errors(CaptureError, what):
+                    self._packer.maybe_pack()
+            return snap
 
     def _capture_locked(
         self, kind: str, label: str | None, meta: dict[str, Any] | None, scan: Scan | None = None

@@ -19,6 +19,7 @@ the next ``gc`` removes; a stale ``packed-refs.lock`` is reclaimed under the sto
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,18 +66,13 @@ class Packer:
                 for e in it:
                     objects += 1
                     loose_bytes += _disk(e)
-        try:
-            with os.scandir(obj_dir / "pack") as it:
-                pack_bytes = sum(_disk(e) for e in it)
-        except FileNotFoundError:
-            pass
+        with contextlib.suppress(FileNotFoundError), os.scandir(obj_dir / "pack") as it:
+            pack_bytes = sum(_disk(e) for e in it)
         for dirpath, _dirs, names in os.walk(self.git_dir / "refs" / "treesearch"):
             for name in names:
                 refs += 1
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     loose_bytes += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
-                except FileNotFoundError:
-                    pass
         return Loose(objects, refs, loose_bytes, pack_bytes)
 
     def due(self, state: Loose) -> bool:

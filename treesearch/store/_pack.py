@@ -4,7 +4,7 @@ A snapshot of a small change writes about a dozen small files: its commit, the t
 changed paths, the changed files' blobs, its ref (and a metadata blob when modes change). Each
 takes at least one filesystem block (4 KiB) however small it is, so twenty snapshots of 2-file
 changes cost ~1 MiB of blocks for ~30 KiB of data. After a capture, once the loose files take more
-than ``FRACTION`` of what the packs take (and at least ``FLOOR`` bytes, so that small stores do not
+than ``FRACTION`` (2%) of what the packs take (and at least ``FLOOR`` bytes, so that small stores do not
 pay a git process on every capture), ``git repack -d --geometric=2`` rolls them into a pack (packs
 stay few: each is at least twice the size of the next smaller one), and ``git pack-refs`` moves
 the loose refs into ``packed-refs``.
@@ -25,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-FLOOR = 64 * 1024
-"""Loose files below this many bytes on disk are never packed (~16 files: 1-2 snapshots)."""
-FRACTION = 0.01
+FLOOR = 128 * 1024
+"""Loose files below this many bytes on disk are never packed (~32 files: ~3 small snapshots),
+so that a repack (several git processes, a few fsyncs) is paid once per few captures."""
+FRACTION = 0.02
 """Pack when loose files take more than this fraction of the packs' bytes on disk."""
 _HEX2 = frozenset(f"{i:02x}" for i in range(256))
 

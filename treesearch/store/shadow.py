@@ -175,6 +175,8 @@ class ShadowStore:
         self._catalogue = Catalogue(path, self._git, self._run)
         self._diffs = Diffs(self._git, self._run)
         self._packer = Packer(self.git_dir, self._run)
+        self._known_fsmeta: tuple[str | None, object, object] = (None, None, None)
+        """(snapshot, modes, empty folders): a walk's answer whose metadata that snapshot has."""
         self._restorer = Restorer(
             workspace,
             path,
@@ -435,14 +437,29 @@ class ShadowStore:
         w = scan.walk
         last = self._catalogue.get(self._catalogue.state.last)
         meta = dict(meta or {})
-        empty_dirs = tuple(sorted(w.empty_dirs))
+        known = self._known_fsmeta
+        if (
+            last is not None
+            and known[0] == last.commit
+            and known[1] is w.modes
+            and known[2] is w.empty_dirs
+        ):
+            # The walker gave the very answer `last` was compared with or made from (nothing
+            # was listed since): no comparison per file or folder.
+            same_fsmeta, empty_dirs = True, last.empty_dirs
+        else:
+            empty_dirs = tuple(sorted(w.empty_dirs))
+            same_fsmeta = (
+                last is not None and last.modes == w.modes and last.empty_dirs == empty_dirs
+            )
+            if same_fsmeta and last is not None:
+                self._known_fsmeta = (last.commit, w.modes, w.empty_dirs)
         skipped = tuple(sorted(w.skipped, key=lambda s: s.path))
         stats = CaptureStats(len(w.files), scan.hashed, 0.0)
         if (
             last is not None
             and last.tree == scan.tree
-            and last.modes == w.modes
-            and last.empty_dirs == empty_dirs
+            and same_fsmeta
             and (label is None or label == last.label)
             and (not meta or meta == last.meta)
         ):
@@ -478,6 +495,7 @@ class ShadowStore:
             stats=stats,
             fixed_dates=self.fixed_dates,
         )
+        self._known_fsmeta = (snap.commit, w.modes, w.empty_dirs)
         return replace(snap, stats=replace(stats, seconds=time.perf_counter() - t0))
 
     # ------------------------------------------------------------------ snapshots & refs

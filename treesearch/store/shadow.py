@@ -13,8 +13,9 @@ The store's rooms: this module is the facade (opening, the lock, the workspace h
 public operation as ``with lock, errors(Op)``); ``_scan.py`` scans the workspace into the index and
 holds every cache of it; ``_restore.py`` plans, journals, executes, rolls back and recovers restores;
 ``_catalogue.py`` records and finds snapshots (resolve, log, labels, pins, gc); ``_diffs.py`` diffs
-trees; ``_errors.py`` maps git and OS failures to each operation's ``StoreError`` subclass. Git runs
-with an environment built from nothing (see ``_git.py``).
+trees; ``_errors.py`` maps git and OS failures to each operation's ``StoreError`` subclass;
+``_objects.py`` writes a snapshot's commit without a git process; ``_pack.py`` packs loose objects
+and refs after captures. Git runs with an environment built from nothing (see ``_git.py``).
 """
 
 from __future__ import annotations

@@ -234,6 +234,42 @@ def test_a_scan_with_a_watcher_lists_only_the_changed_folders(tmp_path: Path) ->
     assert store._scanner.watch is None
 
 
+def test_a_no_change_scan_with_a_watcher_copies_nothing_per_folder_or_file(
+    tmp_path: Path,
+) -> None:
+    """Regression (#13): a no-change capture with the watcher grew with the number of folders
+    (each scan copied the walk's dicts of every file and folder and compared them again)."""
+    ws = tmp_path / "ws"
+    for i in range(40):
+        d = ws / f"d{i:02d}"
+        d.mkdir(parents=True)
+        (d / "f.txt").write_text(f"{i}\n")
+        (d / "f.txt").chmod(0o664)  # a mode git cannot say: every file is in ``modes``
+    (ws / "empty").mkdir()
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    first = store.capture()
+    assert len(first.modes) == 40 and first.empty_dirs == ("empty",)
+    scanner = store._scanner
+    a = scanner.scan().walk
+    b = scanner.scan().walk
+    assert scanner.walker is not None and scanner.walker.listed == 0
+    # The same answer again, not a copy: nothing per file or folder was built or compared.
+    assert b.files is a.files and b.modes is a.modes and b.dir_mtimes is a.dir_mtimes
+    assert b.empty_dirs is a.empty_dirs and b.touched == set()
+    assert store.capture().commit == first.commit
+    # A change gives a new answer holding it; the old answer (the stat cache) is untouched.
+    (ws / "d03" / "f.txt").write_text("changed\n")
+    (ws / "d05" / "f.txt").chmod(0o600)
+    second = store.capture()
+    assert second.changed == ("d03/f.txt", "d05/f.txt") and second.modes["d05/f.txt"] == 0o600
+    c = scanner.scan().walk
+    assert c.files is not a.files and a.modes["d05/f.txt"] == 0o664
+    # A restore updates the stat cache without changing the walk's shared answer.
+    store.restore(first.commit)
+    assert store.capture().tree == first.tree and c.modes["d05/f.txt"] == 0o600
+    assert (ws / "d03" / "f.txt").read_text() == "3\n"
+
+
 def test_an_overflowing_event_queue_falls_back_to_a_full_walk(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (ws / "a").mkdir(parents=True)

@@ -171,6 +171,7 @@ class Scanner:
             self.walker.wrote([*touched, *deleted, *folders])
         if cache is None:
             return
+        cache = dict(cache)  # the last walk's answer, which the walker may give again: a copy
         for p in deleted:
             cache.pop(p, None)
         for p in touched:
@@ -427,8 +428,10 @@ class Scanner:
         if self.signature is None:
             return False
         dirs, names, ignore_files, info = self.signature
-        if w.ignore_files != ignore_files or w.dir_mtimes.keys() != dirs.keys():
+        if w.ignore_files != ignore_files:
             return False
+        if w.dir_mtimes is not dirs and w.dir_mtimes.keys() != dirs.keys():
+            return False  # (the walker gives the same dict again when no folder was listed)
         since = self.scanned_at
         for d in w.dir_mtimes if relisted is None else relisted:
             mtime = w.dir_mtimes.get(d)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from treesearch.store.values import Skipped
@@ -146,6 +146,10 @@ class Walker:
         self._empty: list[str] | None = None
         """The empty folders as last computed; ``None`` when a folder changed in a way that can
         change them."""
+        self._result: WalkResult | None = None
+        """The last answer, while no folder was listed or dropped since: a walk that changed
+        nothing returns it again (sharing its dicts, which nobody changes), so that it costs
+        what the changes cost, not a copy per folder and file."""
 
     # ---------------------------------------------------------------- walking
 
@@ -154,6 +158,7 @@ class Walker:
         self.dirs = {}
         self._totals = _Totals()
         self._empty = None
+        self._result = None
         self.relisted = None
         self.listed = 0
         self.verified = 0
@@ -397,6 +402,7 @@ class Walker:
             self._empty = None
         self.dirs[rel_dir] = record
         self._totals.add(rel_dir, record)
+        self._result = None
 
     def _drop(self, rel: str) -> None:
         """Forget ``rel`` and everything below it."""
@@ -409,14 +415,20 @@ class Walker:
             del self.dirs[d]
             self.rules.pop(d, None)
         self._order = None
+        self._result = None
         if self.watch is not None:
             self.watch.forget(gone)
 
     # ---------------------------------------------------------------- the answer
 
     def result(self) -> WalkResult:
+        """The answer of the last walk (the same dicts as the previous answer when no folder
+        was listed or dropped since: callers must not change them)."""
+        touched = None if self._touched is None else set(self._touched)
+        if self._result is not None:
+            return replace(self._result, touched=touched)
         t = self._totals
-        return WalkResult(
+        self._result = WalkResult(
             dict(t.files),
             self._empty_dirs(),
             sorted(t.skipped.values(), key=lambda s: s.path),
@@ -425,8 +437,9 @@ class Walker:
             dict(t.dir_mtimes),
             dict(t.ignore_files),
             dict(t.dir_names),
-            None if self._touched is None else set(self._touched),
+            touched,
         )
+        return self._result
 
     def _empty_dirs(self) -> list[str]:
         """Folders with nothing captured below them, counting an empty sub-folder as content."""

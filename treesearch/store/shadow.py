@@ -13,8 +13,9 @@ The store's rooms: this module is the facade (opening, the lock, the workspace h
 public operation as ``with lock, errors(Op)``); ``_scan.py`` scans the workspace into the index and
 holds every cache of it; ``_restore.py`` plans, journals, executes, rolls back and recovers restores;
 ``_catalogue.py`` records and finds snapshots (resolve, log, labels, pins, gc); ``_diffs.py`` diffs
-trees; ``_errors.py`` maps git and OS failures to each operation's ``StoreError`` subclass. Git runs
-with an environment built from nothing (see ``_git.py``).
+trees; ``_errors.py`` maps git and OS failures to each operation's ``StoreError`` subclass;
+``_objects.py`` writes a snapshot's commit without a git process; ``_pack.py`` packs loose objects
+and refs after captures. Git runs with an environment built from nothing (see ``_git.py``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from treesearch.store._errors import errors
 from treesearch.store._fs import SafeTree
 from treesearch.store._git import GitFailed, GitRunner
 from treesearch.store._hold import WorkspaceHold, acquire_hold
+from treesearch.store._pack import Packer
 from treesearch.store._restore import Restorer
 from treesearch.store._retention import GcPolicy
 from treesearch.store._scan import Scan, Scanner
@@ -173,6 +175,9 @@ class ShadowStore:
         )
         self._catalogue = Catalogue(path, self._git, self._run)
         self._diffs = Diffs(self._git, self._run)
+        self._packer = Packer(self.git_dir, self._run)
+        self._known_fsmeta: tuple[str | None, object, object] = (None, None, None)
+        """(snapshot, modes, empty folders): a walk's answer whose metadata that snapshot has."""
         self._restorer = Restorer(
             workspace,
             path,
@@ -411,10 +416,18 @@ class ShadowStore:
 
         With nothing changed since the previous snapshot (and no new label or meta), the previous
         snapshot is returned and no object is written. Raises ``CaptureError`` (naming the path)
-        when a file cannot be read; nothing is recorded then.
+        when a file cannot be read; nothing is recorded then. A new snapshot may be followed by
+        packing the store's loose objects (``_pack.py``).
         """
-        with self.lock(), errors(CaptureError, "capture failed", reading=True):
-            return self._capture_locked("capture", label, meta)
+        with self.lock():
+            with errors(CaptureError, "capture failed", reading=True):
+                last = self._catalogue.state.last
+                snap = self._capture_locked("capture", label, meta)
+            if snap.commit != last:
+                what = f"snapshot {snap.commit[:12]} was recorded, but packing the store failed"
+                with errors(CaptureError, what):
+                    self._packer.maybe_pack()
+            return snap
 
     def _capture_locked(
         self, kind: str, label: str | None, meta: dict[str, Any] | None, scan: Scan | None = None
@@ -425,14 +438,29 @@ class ShadowStore:
         w = scan.walk
         last = self._catalogue.get(self._catalogue.state.last)
         meta = dict(meta or {})
-        empty_dirs = tuple(sorted(w.empty_dirs))
+        known = self._known_fsmeta
+        if (
+            last is not None
+            and known[0] == last.commit
+            and known[1] is w.modes
+            and known[2] is w.empty_dirs
+        ):
+            # The walker gave the very answer `last` was compared with or made from (nothing
+            # was listed since): no comparison per file or folder.
+            same_fsmeta, empty_dirs = True, last.empty_dirs
+        else:
+            empty_dirs = tuple(sorted(w.empty_dirs))
+            same_fsmeta = (
+                last is not None and last.modes == w.modes and last.empty_dirs == empty_dirs
+            )
+            if same_fsmeta and last is not None:
+                self._known_fsmeta = (last.commit, w.modes, w.empty_dirs)
         skipped = tuple(sorted(w.skipped, key=lambda s: s.path))
         stats = CaptureStats(len(w.files), scan.hashed, 0.0)
         if (
             last is not None
             and last.tree == scan.tree
-            and last.modes == w.modes
-            and last.empty_dirs == empty_dirs
+            and same_fsmeta
             and (label is None or label == last.label)
             and (not meta or meta == last.meta)
         ):
@@ -468,6 +496,7 @@ class ShadowStore:
             stats=stats,
             fixed_dates=self.fixed_dates,
         )
+        self._known_fsmeta = (snap.commit, w.modes, w.empty_dirs)
         return replace(snap, stats=replace(stats, seconds=time.perf_counter() - t0))
 
     # ------------------------------------------------------------------ snapshots & refs

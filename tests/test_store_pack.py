@@ -1,0 +1,164 @@
+"""Packing the store's loose objects and refs after captures (``store/_pack.py``).
+
+Regression (#13): every snapshot of a small change left about a dozen loose files (its commit,
+the trees along the changed paths, the changed blobs, its ref), each taking a filesystem block,
+so twenty snapshots of 2-file changes grew the store by ~20% of a 14k-file checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from treesearch.store import ShadowStore
+
+pytestmark = pytest.mark.usefixtures("watch_mode")
+
+
+def _tree(ws: Path, n: int = 60) -> None:
+    for i in range(n):
+        p = ws / f"pkg{i % 6}" / f"sub{i % 3}" / f"mod{i}.py"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"value = {i}\n" * 30)
+
+
+def _contents(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.parts
+    }
+
+
+def _check_every_snapshot(store: ShadowStore, expected: dict[str, dict[str, bytes]], tmp: Path):
+    """Every snapshot reads back byte for byte (each blob read from loose object or pack)."""
+    store.fsck()
+    for i, (commit, files) in enumerate(expected.items()):
+        dest = tmp / f"m{i}"
+        store.materialize(commit, dest)
+        assert _contents(dest) == files, commit
+
+
+def test_captures_of_small_changes_pack_loose_objects_and_refs_and_every_snapshot_reads_back(
+    workspace: Path, home: Path, tmp_path: Path
+) -> None:
+    _tree(workspace)
+    store = ShadowStore.open(workspace, home=home)
+    expected = {store.capture().commit: _contents(workspace)}
+    for round_ in range(20):
+        for k in range(2):
+            (workspace / f"pkg{k}" / f"sub{k}" / f"mod{k + 6 * round_}.py").write_text(
+                f"changed in round {round_}\n"
+            )
+        expected[store.capture().commit] = _contents(workspace)
+    left = store._packer.loose()
+    # Without packing: ~20 x (commit + 2 blobs + 6 trees + ref) loose files, ~500 KiB of blocks.
+    assert store._packer.packs >= 1
+    assert left.loose_bytes < store._packer.floor
+    packed_refs = (store.git_dir / "packed-refs").read_text()
+    assert sum("refs/treesearch/snapshots/" in line for line in packed_refs.splitlines()) >= 10
+    assert len(store.log()) == 21
+    _check_every_snapshot(store, expected, tmp_path)
+    # A new process reads the packed store the same way, and restores from it.
+    again = ShadowStore.open(workspace, home=home)
+    first = next(iter(expected))
+    again.restore(first)
+    assert _contents(workspace) == expected[first]
+
+
+def test_gc_after_packing_drops_the_objects_of_dropped_snapshots_and_keeps_the_rest(
+    workspace: Path, home: Path, tmp_path: Path
+) -> None:
+    _tree(workspace, 12)
+    store = ShadowStore.open(workspace, home=home)
+    store._packer.floor = 0  # pack after every capture
+    secret = workspace / "pkg0" / "sub0" / "secret.txt"
+    secret.write_text("only in the dropped snapshot\n")
+    dropped = store.capture()
+    secret.unlink()
+    kept = store.capture()
+    kept_files = _contents(workspace)
+    assert store._packer.packs == 2 and store._packer.loose().objects == 0
+    blob = store._git.run(["rev-parse", f"{dropped.tree}:pkg0/sub0/secret.txt"]).decode().strip()
+    store.gc(keep_last=1, keep_safety=0, drop=[dropped.commit])
+    assert [s.commit for s in store.log()] == [kept.commit]
+    gone = subprocess.run(
+        ["git", "cat-file", "-e", blob], env=store._git.env, capture_output=True, check=False
+    )
+    assert gone.returncode != 0  # pruned from the packs, not only unreferenced
+    _check_every_snapshot(store, {kept.commit: kept_files}, tmp_path)
+
+
+def test_a_pack_of_refs_killed_before_it_finished_is_reclaimed_by_the_next_capture(
+    workspace: Path, home: Path
+) -> None:
+    _tree(workspace, 12)
+    store = ShadowStore.open(workspace, home=home)
+    store._packer.floor = 0
+    first = store.capture()
+    # What a kill during `git pack-refs` leaves: its lock file (and the loose refs, still good).
+    (store.git_dir / "packed-refs.lock").write_text("torn")
+    (workspace / "pkg1" / "sub1" / "mod1.py").write_text("after the kill\n")
+    second = store.capture()
+    assert not (store.git_dir / "packed-refs.lock").exists()
+    assert {s.commit for s in store.log()} == {first.commit, second.commit}
+    assert store._packer.loose().refs == 0
+
+
+_PACK_CHILD = r"""
+import os, sys
+from treesearch.store import ShadowStore
+WATCH = os.environ.get("TREESEARCH_WATCH") != "0"
+s = ShadowStore.open(sys.argv[1], home=sys.argv[2], watch=WATCH)
+s._packer.floor = 0
+s._packer.fraction = 0.0
+print("ready", flush=True)
+i = 0
+while True:
+    i += 1
+    with open(os.path.join(sys.argv[1], "pkg0", "sub0", f"child{i % 7}.py"), "w") as fh:
+        fh.write(f"child {sys.argv[3]} {i}\n")
+    s.capture()
+"""
+
+
+@pytest.mark.slow
+def test_a_capture_killed_while_packing_leaves_every_snapshot_readable(
+    workspace: Path, home: Path, tmp_path: Path
+) -> None:
+    _tree(workspace, 40)
+    store = ShadowStore.open(workspace, home=home)
+    expected = {store.capture().commit: _contents(workspace)}
+    rng = random.Random(13)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    for trial in range(6):
+        child = subprocess.Popen(
+            [sys.executable, "-c", _PACK_CHILD, str(workspace), str(home), str(trial)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.2, 1.5))  # captures and packs run back to back: kill anywhere
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+        reopened = ShadowStore.open(workspace, home=home)
+        expected[reopened.capture().commit] = _contents(workspace)
+        _check_every_snapshot(reopened, expected, tmp_path / f"trial{trial}")
+        # Every snapshot the killed child recorded reads back too.
+        for snap in reopened.log():
+            reopened.files(snap.commit)
+    store = ShadowStore.open(workspace, home=home)
+    store._packer.pack()
+    store.gc(keep_last=3, keep_safety=0)
+    _check_every_snapshot(store, {c: expected[c] for c in list(expected)[-1:]}, tmp_path / "end")

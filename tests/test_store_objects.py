@@ -34,7 +34,10 @@ def test_a_commit_written_in_python_has_the_id_and_bytes_git_commit_tree_gives(
             ["commit-tree", "--no-gpg-sign", tree, "-F", "-"], input=message.encode(), env=env
         )
         ours = write_object(
-            store.git_dir, "commit", commit_content(tree, message.encode(), date), tmp_dir=home
+            store.git_dir / "objects",
+            "commit",
+            commit_content(tree, message.encode(), date),
+            tmp_dir=home,
         )
         assert ours == by_git.decode().strip()
         raw = store._git.run(["cat-file", "commit", ours])

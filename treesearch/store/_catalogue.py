@@ -97,6 +97,9 @@ class Catalogue:
     def __init__(self, store: Path, git: GitRunner, run: Run) -> None:
         self.store = store
         self.git_dir = store / "git"
+        self.objects_dir = self.git_dir / "objects"
+        """Where objects written without a git process go (a search worker's store points it
+        at the search store's objects, as its git processes are)."""
         self.git = git
         self.run = run
         self.state = State()
@@ -303,7 +306,7 @@ class Catalogue:
             raise CaptureError(f"snapshot meta is not JSON-serialisable: {exc}") from exc
         # The bytes `git commit-tree` writes, without its process (``_objects.py``).
         content = commit_content(tree, message.encode(), int(created))
-        commit = write_object(self.git_dir, "commit", content, tmp_dir=self.store)
+        commit = write_object(self.objects_dir, "commit", content, tmp_dir=self.store)
         self._write_ref(SNAP_REFS + commit, commit)
         snap = Snapshot(
             tree=tree,
@@ -347,7 +350,7 @@ class Catalogue:
         oid = blob_oid(data)
         # Held (object and ref) only while a snapshot names it: the loaded snapshots say which.
         if oid not in set(self.fsmeta.values()):
-            write_object(self.git_dir, "blob", data, tmp_dir=self.store)
+            write_object(self.objects_dir, "blob", data, tmp_dir=self.store)
             self._write_ref(META_REFS + oid, oid)
             self._blobs[oid] = (dict(modes), tuple(empty_dirs))
         return oid

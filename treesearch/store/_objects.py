@@ -35,12 +35,14 @@ def commit_content(tree: str, message: bytes, date: int) -> bytes:
     return head.encode() + message
 
 
-def write_object(git_dir: Path, kind: str, content: bytes, *, tmp_dir: Path) -> str:
-    """Write a loose object unless it exists; returns its id. ``tmp_dir``: where the temporary
+def write_object(objects_dir: Path, kind: str, content: bytes, *, tmp_dir: Path) -> str:
+    """Write a loose object into ``objects_dir`` (the folder git's own processes write to: the
+    store's ``objects``, or the ``GIT_OBJECT_DIRECTORY`` it runs git with) unless it exists;
+    returns its id. ``tmp_dir``: where the temporary
     file goes (same filesystem, outside ``objects/``, so a leftover is never taken for an
     object; the store sweeps those of dead processes)."""
     oid = object_id(kind, content)
-    folder = git_dir / "objects" / oid[:2]
+    folder = objects_dir / oid[:2]
     path = folder / oid[2:]
     if os.path.exists(path):
         return oid

@@ -55,6 +55,9 @@ class Packer:
         self.fraction = FRACTION
         self.packs = 0
         """Times this object packed (for tests and benchmarks)."""
+        self.enabled = True
+        """False for a store whose objects belong to another store (a search worker's): the
+        owner packs them, under its own lock."""
 
     def loose(self) -> Loose:
         """Count the loose objects and refs (one ``scandir`` per object folder that exists)."""
@@ -81,6 +84,8 @@ class Packer:
 
     def maybe_pack(self) -> bool:
         """Pack when ``due``; True when it did (the caller holds the store lock)."""
+        if not self.enabled:
+            return False
         state = self.loose()
         if not self.due(state):
             return False

@@ -3,7 +3,6 @@ driver hands its workers (swebench's specs, looked up once): real batches on a r
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -237,6 +236,37 @@ def test_eval_pool_worker_does_not_import_swebench_for_an_instance_that_does_not
     probe = json.loads(seen.read_text())
     assert probe["pid"] != os.getpid()  # it ran in a pool worker, not in this process
     assert probe["swebench"] is False
-    if importlib.util.find_spec("swebench") is not None:
-        # The driver did look swebench's specs up (there it is imported once for the batch).
-        assert "swebench" in sys.modules
+
+
+_PROBE = """
+import json, sys
+from treesearch.eval.environment import swebench_specs
+spec = swebench_specs("astropy/astropy", "4.3")
+print(json.dumps({"spec": spec, "imported": "swebench" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("has_specs", [False, True])
+def test_swebench_lookup_imports_the_package_only_when_it_can_hold_specs(
+    tmp_path: Path, has_specs: bool
+) -> None:
+    # A swebench package on disk: a 5.x-like one (no per-version specs in harness/constants)
+    # or a 4.x-like one that has them.
+    pkg = tmp_path / "site" / "swebench"
+    (pkg / "harness" / "constants").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "harness" / "__init__.py").write_text("")
+    specs = '{"astropy/astropy": {"4.3": {"install": "pip install -e ."}}}'
+    (pkg / "harness" / "constants" / "__init__.py").write_text(
+        f"MAP_REPO_VERSION_TO_SPECS = {specs}\n" if has_specs else "MAP_REPO_TO_EXT = {}\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), str(ROOT)]))
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    if has_specs:
+        assert got == {"spec": {"install": "pip install -e ."}, "imported": True}
+    else:
+        assert got == {"spec": None, "imported": False}  # nothing to find: not imported

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -104,8 +105,28 @@ def look_up(items: Iterable[Instance]) -> dict[str, Known]:
 _SPECS: list[Mapping[str, Any] | None] = []
 
 
+def _may_have_specs() -> bool:
+    """Can the installed swebench hold per-version specs? Its releases 5.x and later have no
+    ``MAP_REPO_VERSION_TO_SPECS`` anywhere in ``swebench/harness/constants``: importing the
+    package (a second or two: pandas, datasets, docker) to find that out would be for nothing.
+    Reads the package's files without importing it."""
+    found = importlib.util.find_spec("swebench")  # a top-level name: nothing is imported
+    if found is None or not found.submodule_search_locations:
+        return False
+    for folder in found.submodule_search_locations:
+        constants = Path(folder) / "harness" / "constants"
+        files = sorted(constants.glob("*.py")) or [constants.with_suffix(".py")]
+        for file in files:
+            with contextlib.suppress(OSError):
+                if "MAP_REPO_VERSION_TO_SPECS" in file.read_text(encoding="utf-8"):
+                    return True
+    return False
+
+
 def _swebench_spec_map() -> Mapping[str, Any] | None:
     # Imported once per process (the package takes a second or two to import).
+    if not _SPECS and not _may_have_specs():
+        _SPECS.append(None)
     if not _SPECS:
         try:
             from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS  # type: ignore

@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 try:
     from treesearch.eval import run_eval
@@ -145,7 +146,7 @@ def main() -> int:
         for label, workers, durations in runs:
             name = f"pool-{workers}" + ("-longest" if durations else "")
             out = base / (name if rep == 1 else f"{name}.{rep}")
-            first = base / ("pool-1" if rep == 1 else f"pool-1.{rep}")
+            earlier = base / ("pool-1" if rep == 1 else f"pool-1.{rep}")
             timeline = Timeline()
             c0, t0 = cpu_seconds(), time.perf_counter()
             run_eval(
@@ -154,7 +155,7 @@ def main() -> int:
                 workers=workers,
                 executor="local",
                 on_event=timeline,
-                durations_from=first if durations else None,
+                durations_from=earlier if durations else None,
             )
             wall = time.perf_counter() - t0
             times[label] = wall
@@ -169,7 +170,7 @@ def main() -> int:
             f"{ratios['input'][-1]:.2f}x, longest first {ratios['longest_first'][-1]:.2f}x",
             flush=True,
         )
-    ray = None
+    ray: Any = None
     if not args.no_ray:
         try:
             import ray
@@ -219,10 +220,10 @@ def main() -> int:
             f"{'PASS' if over < 1.0 else 'FAIL'} (target < 1 s; start-up included)"
         )
         print(f"  without Ray's start-up: {(times['ray'] - ray_init - two) / n:+.2f} s")
-    first = rows(outs["pool, 1 worker #1"])
-    same = all(rows(o) == first for o in outs.values())
+    reference = rows(outs["pool, 1 worker #1"])
+    same = all(rows(o) == reference for o in outs.values())
     print(f"same per-instance results in every run: {'yes' if same else 'NO'}")
-    print(f"resolved: {sum(r['status'] == 'resolved' for r in first)}/{n}")
+    print(f"resolved: {sum(r['status'] == 'resolved' for r in reference)}/{n}")
     print(f"eval directories under {base}")
     return 0
 

@@ -102,7 +102,23 @@ class Timeline:
         ]
         if cpu is not None:
             out.append(f"  CPU seconds (driver, workers and their children): {cpu:.1f}")
+        work = [t["cpu"] for t in sorted(self.timings, key=lambda t: t["start"]) if "cpu" in t]
+        if work:
+            out.append(
+                f"  instances' own CPU seconds: {sum(work):.1f}; were each instance to take just "
+                f"its CPU seconds, in this run's start order 2 workers would need "
+                f"{makespan(work, 2):.1f} s (half the sum: {sum(work) / 2:.1f} s)"
+            )
         return out
+
+
+def makespan(durations: list[float], workers: int) -> float:
+    """When the last job ends, jobs taken in order by the first free worker."""
+    free = [0.0] * workers
+    for d in durations:
+        i = free.index(min(free))
+        free[i] += d
+    return max(free)
 
 
 def cpu_seconds() -> float:

@@ -16,6 +16,7 @@ import dataclasses
 import io
 import json
 import os
+import resource
 import shutil
 import tarfile
 import tempfile
@@ -73,9 +74,19 @@ class InstanceReport:
     """The run directory as a gzipped tar (``None`` when no search started)."""
     timing: dict[str, Any] = field(default_factory=dict)
     """Where the instance's time went: ``pid`` of the process that ran it, ``start``/``end``
-    (epoch seconds) and ``phases`` (seconds spent on workspace, env, search, grade, pack,
-    cleanup; a phase not reached is absent). Progress events carry it, ``results.jsonl`` does
-    not (a row does not depend on the worker that made it)."""
+    (epoch seconds), ``phases`` (seconds spent on workspace, env, search, grade, pack,
+    cleanup; a phase not reached is absent) and ``cpu`` (CPU seconds of the process and of the
+    children it waited for, meanwhile: the instance's work, whatever else the machine runs).
+    Progress events carry it, ``results.jsonl`` does not (a row does not depend on the worker
+    that made it)."""
+
+
+def _cpu_seconds() -> float:
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 class _Laps:
@@ -128,6 +139,7 @@ def run_instance(
     (``environment.look_up``); without it, this process looks it up."""
     t0 = time.monotonic()
     timing: dict[str, Any] = {"pid": os.getpid(), "start": time.time()}
+    cpu0 = _cpu_seconds()
     lap = _Laps(timing)
     scratch = Path(tempfile.mkdtemp(prefix=f"treesearch-eval-{inst.instance_id[:40]}-"))
     row = error_row(inst.instance_id, settings, "")
@@ -148,6 +160,7 @@ def run_instance(
         lap("cleanup")
     row["seconds"] = round(time.monotonic() - t0, 3)
     timing["end"] = time.time()
+    timing["cpu"] = round(_cpu_seconds() - cpu0, 3)
     return InstanceReport(row, archive, timing)
 
 

@@ -117,6 +117,7 @@ def test_eval_durations_from_runs_longest_first_and_writes_results_in_input_orde
     timing = next(e for e in events if e["event"] == "instance_finished")["timing"]
     assert {"workspace", "env", "search", "grade", "pack", "cleanup"} <= set(timing["phases"])
     assert timing["pid"] != os.getpid() and timing["end"] >= timing["start"]
+    assert timing["cpu"] > 0  # the search ran its tests in that worker's children
 
 
 def test_eval_same_results_in_input_order_and_longest_first(tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         overrides=args.override,
         resume=args.resume,
         on_event=None if args.quiet else _eval_event,
+        durations_from=args.durations_from,
     )
     if args.json:
         _emit_json(out.summary)
@@ -86,6 +87,12 @@ def add_eval(sub: Any) -> None:
         "--ray-address", metavar="ADDR", help="join this Ray cluster (default: start a local Ray)"
     )
     p.add_argument("--resume", metavar="DIR", help="continue the batch of an eval directory")
+    p.add_argument(
+        "--durations-from",
+        metavar="DIR",
+        help="an earlier eval of these instances (its directory or results.jsonl): start them "
+        "longest first by the seconds it recorded, so that no long one starts last",
+    )
     p.add_argument(
         "-c",
         dest="override",

@@ -7,7 +7,7 @@ The eval directory::
     instances/<id>/    each a normal run directory (``graph.json``, ``events.jsonl``, ...) plus
                        ``grade/`` (the grading run's output and report)
     results.jsonl      one row per finished instance (a journal while the batch runs; rewritten
-                       in the instances' order when it ends)
+                       in the instances' order when it ends, whatever order they ran in)
     predictions.jsonl  SWE-bench predictions of the finished instances (empty ``model_patch``
                        when there is no patch)
     summary.json       totals; ``status`` finished or interrupted
@@ -39,6 +39,7 @@ import yaml
 from treesearch import __version__
 from treesearch.config import apply_overrides, validate
 from treesearch.errors import ConfigError, TreesearchError
+from treesearch.eval.environment import look_up
 from treesearch.eval.instances import Instance, load_instances
 from treesearch.eval.runner import (
     DEFAULT_GRADE,
@@ -48,6 +49,7 @@ from treesearch.eval.runner import (
     steer_of,
     unpack,
 )
+from treesearch.eval.schedule import DurationsError, longest_first, read_durations, results_file
 from treesearch.report import try_write_batch_report
 from treesearch.scoring import TestSpec
 
@@ -162,11 +164,14 @@ def run_eval(
     overrides: Sequence[str] = (),
     resume: str | Path | None = None,
     on_event: EventFn | None = None,
+    durations_from: str | Path | None = None,
 ) -> EvalOutcome:
     """Run one search per instance of ``instances`` with the search config ``config``.
 
     ``resume=DIR`` continues an earlier batch instead (``config`` and ``instances`` unset).
     ``workers`` defaults to the CPU count; ``executor`` is ``local`` (process pool) or ``ray``.
+    ``durations_from``: an earlier eval of these instances (its directory or ``results.jsonl``):
+    instances start longest first by the seconds it recorded (see ``eval.schedule``).
     ``on_event`` receives progress events (``eval_started``, ``instance_finished``,
     ``eval_finished``); nothing is printed.
     """
@@ -174,11 +179,17 @@ def run_eval(
         if config is not None or instances is not None or overrides:
             raise EvalError("resume takes the eval directory only (no config, instances or -c)")
         return resume_eval(
-            resume, workers=workers, executor=executor, ray_address=ray_address, on_event=on_event
+            resume,
+            workers=workers,
+            executor=executor,
+            ray_address=ray_address,
+            on_event=on_event,
+            durations_from=durations_from,
         )
     if config is None or instances is None:
         raise EvalError("run_eval needs a config and an instances file (or resume=DIR)")
     _check_executor(executor, workers)
+    durations = read_durations(durations_from) if durations_from is not None else None
     raw, section, source, base_dir = load_eval_config(config, overrides)
     inst_path = Path(instances)
     items = load_instances(inst_path)
@@ -206,6 +217,7 @@ def run_eval(
         "executor": executor,
         "workers": workers,
         "ray_address": ray_address,
+        "durations_from": _durations_source(durations_from),
         "steer": None,
     }
     with _locked(target):
@@ -214,7 +226,16 @@ def run_eval(
         resolved["steer"] = steer_of(settings)
         _atomic_write(target / "eval.yaml", yaml.safe_dump(resolved, sort_keys=False))
         return _batch(
-            target, items, settings, resolved, {}, workers, executor, ray_address, on_event
+            target,
+            items,
+            settings,
+            resolved,
+            {},
+            workers,
+            executor,
+            ray_address,
+            on_event,
+            durations,
         )
 
 
@@ -225,9 +246,11 @@ def resume_eval(
     executor: str | None = None,
     ray_address: str | None = None,
     on_event: EventFn | None = None,
+    durations_from: str | Path | None = None,
 ) -> EvalOutcome:
     """Continue the batch of eval directory ``out``: finished instances are skipped, the others
-    run (again). ``executor``/``workers``/``ray_address`` default to the first run's."""
+    run (again). ``executor``/``workers``/``ray_address``/``durations_from`` default to the
+    first run's (an earlier eval that can no longer be read leaves the input order)."""
     target = Path(out).resolve()
     meta = target / "eval.yaml"
     if not meta.is_file():
@@ -240,12 +263,27 @@ def resume_eval(
     workers = workers if workers is not None else resolved.get("workers")
     ray_address = ray_address or resolved.get("ray_address")
     _check_executor(executor, workers)
+    durations: dict[str, float] | None = None
+    if durations_from is not None:
+        durations = read_durations(durations_from)
+    elif resolved.get("durations_from"):
+        with contextlib.suppress(DurationsError):  # only the order depends on it
+            durations = read_durations(resolved["durations_from"])
     with _locked(target):
         items = load_instances(target / "instances.jsonl")
         settings = _settings(resolved, target)
         done = _finished_rows(target, {i.instance_id for i in items})
         return _batch(
-            target, items, settings, resolved, done, workers, executor, ray_address, on_event
+            target,
+            items,
+            settings,
+            resolved,
+            done,
+            workers,
+            executor,
+            ray_address,
+            on_event,
+            durations,
         )
 
 
@@ -259,6 +297,10 @@ def _check_executor(executor: str, workers: int | None) -> None:
             "--executor ray needs Ray: install it with `pip install -e '.[ray]'` "
             "(or `pip install 'ray>=2.9'`)"
         )
+
+
+def _durations_source(path: str | Path | None) -> str | None:
+    return None if path is None else str(results_file(path).resolve())
 
 
 def _default_out() -> Path:
@@ -340,11 +382,15 @@ def _batch(
     executor: str,
     ray_address: str | None,
     on_event: EventFn | None,
+    durations: Mapping[str, float] | None = None,
 ) -> EvalOutcome:
     from treesearch.eval.executors import run_local, run_ray
 
     emit = on_event or (lambda e: None)
     todo = [i for i in items if i.instance_id not in done]
+    if durations is not None:
+        todo = longest_first(todo, durations)
+    known = look_up(todo)  # once here, not in every worker
     n_workers = workers or os.cpu_count() or 1
     skipped = [i.instance_id for i in items if i.instance_id in done]
     model = str((settings.config.get("output") or {}).get("model_name", "treesearch"))
@@ -361,6 +407,8 @@ def _batch(
             "executor": executor,
             "workers": n_workers,
             "steer": steer_of(settings),
+            "order": "input" if durations is None else "longest_first",
+            "time": time.time(),
         }
     )
     # The journal of this session starts from the committed rows (a torn line is dropped).
@@ -371,9 +419,12 @@ def _batch(
 
     def on_result(iid: str, result: InstanceReport | BaseException) -> None:
         nonlocal new
+        received = time.monotonic()
+        timing: dict[str, Any] = {}
         if isinstance(result, BaseException):
             row = _worker_error_row(iid, settings, result)
         else:
+            timing = dict(result.timing)
             row = result.row
             if result.run_archive is not None:
                 final = target / "instances" / iid
@@ -388,6 +439,7 @@ def _batch(
         os.fsync(journal.fileno())
         done[iid] = row
         new += 1
+        timing["commit"] = round(time.monotonic() - received, 3)  # the driver's share
         elapsed = time.monotonic() - t0
         left = len(items) - len(done)
         emit(
@@ -400,6 +452,7 @@ def _batch(
                 "errors": sum(1 for r in done.values() if r["status"] == "error"),
                 "elapsed": elapsed,
                 "eta_seconds": (elapsed / new) * left if new else None,
+                "timing": timing,
             }
         )
 
@@ -407,9 +460,9 @@ def _batch(
     try:
         if todo:
             if executor == "ray":
-                run_ray(todo, settings, n_workers, ray_address, on_result)
+                run_ray(todo, settings, n_workers, ray_address, on_result, known)
             else:
-                run_local(todo, settings, n_workers, on_result)
+                run_local(todo, settings, n_workers, on_result, known)
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -9,7 +9,10 @@ set-up commands use the running interpreter as is.
 
 Where the ``swebench`` package is installed, its per-repo/version specs (install steps, test
 command) and its log parsers are used for instances of the repositories it knows (see
-``swebench_specs``, ``swebench_parser``).
+``swebench_specs``, ``swebench_parser``). The driver looks the specs up once for the whole batch
+(``look_up``) and hands each worker its instance's answer, so that a worker imports swebench only
+for an instance that uses it (the package pulls in pandas, datasets and docker: about a second
+of start-up and 150 MB in every worker, which also makes each fork of a worker slower).
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
 import site
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +35,15 @@ from typing import Any
 from treesearch import sandbox
 from treesearch.eval.instances import Instance
 
-__all__ = ["EnvResult", "EnvSpec", "env_spec_for", "prepare_env", "swebench_parser"]
+__all__ = [
+    "EnvResult",
+    "EnvSpec",
+    "Known",
+    "env_spec_for",
+    "look_up",
+    "prepare_env",
+    "swebench_parser",
+]
 
 
 @dataclass(frozen=True)
@@ -74,11 +86,47 @@ class EnvResult:
     reused: bool = False
 
 
+@dataclass(frozen=True)
+class Known:
+    """What the driver looked up for one instance before it is sent to a worker."""
+
+    swebench_spec: dict[str, Any] | None
+    """SWE-bench's spec for the instance's (repo, version); ``None`` when the installed
+    swebench has none, or swebench is not installed."""
+
+
+def look_up(items: Iterable[Instance]) -> dict[str, Known]:
+    """``Known`` of each instance, by ``instance_id`` (imports swebench once, here)."""
+    return {
+        i.instance_id: Known(swebench_specs(i.repo, i.version) if i.repo else None) for i in items
+    }
+
+
 _SPECS: list[Mapping[str, Any] | None] = []
+
+
+def _may_have_specs() -> bool:
+    """Can the installed swebench hold per-version specs? Its releases 5.x and later have no
+    ``MAP_REPO_VERSION_TO_SPECS`` anywhere in ``swebench/harness/constants``: importing the
+    package (a second or two: pandas, datasets, docker) to find that out would be for nothing.
+    Reads the package's files without importing it."""
+    found = importlib.util.find_spec("swebench")  # a top-level name: nothing is imported
+    if found is None or not found.submodule_search_locations:
+        return False
+    for folder in found.submodule_search_locations:
+        constants = Path(folder) / "harness" / "constants"
+        files = sorted(constants.glob("*.py")) or [constants.with_suffix(".py")]
+        for file in files:
+            with contextlib.suppress(OSError):
+                if "MAP_REPO_VERSION_TO_SPECS" in file.read_text(encoding="utf-8"):
+                    return True
+    return False
 
 
 def _swebench_spec_map() -> Mapping[str, Any] | None:
     # Imported once per process (the package takes a second or two to import).
+    if not _SPECS and not _may_have_specs():
+        _SPECS.append(None)
     if not _SPECS:
         try:
             from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS  # type: ignore
@@ -113,8 +161,9 @@ def swebench_parser(repo: str) -> Callable[[str], dict[str, str]] | None:
     return parse
 
 
-def env_spec_for(inst: Instance) -> EnvSpec:
-    """The instance's own set-up commands, else SWE-bench's spec for its repo and version."""
+def env_spec_for(inst: Instance, known: Known | None = None) -> EnvSpec:
+    """The instance's own set-up commands, else SWE-bench's spec for its repo and version
+    (``known``'s when the driver looked it up, else looked up here)."""
     repo = inst.repo or f"local/{inst.instance_id}"
     if inst.pre_install or inst.install:
         return EnvSpec(
@@ -125,7 +174,10 @@ def env_spec_for(inst: Instance) -> EnvSpec:
             inst.install,
             "instance",
         )
-    spec = swebench_specs(inst.repo, inst.version) if inst.repo else None
+    if known is not None:
+        spec = known.swebench_spec
+    else:
+        spec = swebench_specs(inst.repo, inst.version) if inst.repo else None
     if spec:
         pre = spec.get("pre_install") or []
         install: list[str] = []

@@ -16,12 +16,13 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from typing import Any
 
 from treesearch.errors import TreesearchError
+from treesearch.eval.environment import Known
 from treesearch.eval.instances import Instance
 from treesearch.eval.runner import EvalSettings, InstanceInterrupted, InstanceReport, run_instance
 
@@ -35,10 +36,6 @@ class ExecutorError(TreesearchError):
 
 
 _busy = False
-STOP_GRACE = 60.0
-"""Seconds running instances get to stop after Ctrl-C before their worker is terminated."""
-
-
 _stopping = False
 _parent = 0
 
@@ -66,11 +63,11 @@ def _worker_init() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGINT))  # PR_SET_PDEATHSIG
 
 
-def _pool_task(inst: Instance, settings: EvalSettings) -> InstanceReport:
+def _pool_task(inst: Instance, settings: EvalSettings, known: Known | None) -> InstanceReport:
     global _busy, _stopping
     _busy, _stopping = True, False
     try:
-        return run_instance(inst, settings)
+        return run_instance(inst, settings, known)
     finally:
         _busy = False
         if os.getppid() != _parent:
@@ -82,14 +79,21 @@ STOP_GRACE = 60.0
 
 
 def run_local(
-    jobs: Sequence[Instance], settings: EvalSettings, workers: int, on_result: OnResult
+    jobs: Sequence[Instance],
+    settings: EvalSettings,
+    workers: int,
+    on_result: OnResult,
+    known: Mapping[str, Known] | None = None,
 ) -> None:
-    """Run ``jobs`` on a pool of ``workers`` processes (started fresh with ``spawn``)."""
+    """Run ``jobs`` on a pool of ``workers`` processes (started fresh with ``spawn``), started
+    in the order given. ``known``: what the driver looked up for each (by instance id)."""
+    known = known or {}
     pool = ProcessPoolExecutor(
         max_workers=max(1, workers), mp_context=get_context("spawn"), initializer=_worker_init
     )
     futures: dict[Future[InstanceReport], str] = {
-        pool.submit(_pool_task, inst, settings): inst.instance_id for inst in jobs
+        pool.submit(_pool_task, inst, settings, known.get(inst.instance_id)): inst.instance_id
+        for inst in jobs
     }
     try:
         for fut in as_completed(futures):
@@ -121,8 +125,8 @@ def run_local(
     pool.shutdown(wait=True)
 
 
-def _ray_task(inst: Instance, settings: EvalSettings) -> InstanceReport:
-    return run_instance(inst, settings)
+def _ray_task(inst: Instance, settings: EvalSettings, known: Known | None) -> InstanceReport:
+    return run_instance(inst, settings, known)
 
 
 def run_ray(
@@ -131,9 +135,12 @@ def run_ray(
     workers: int,
     address: str | None,
     on_result: OnResult,
+    known: Mapping[str, Known] | None = None,
 ) -> None:
-    """Run each instance as a Ray task (one CPU each). Joins ``address`` when given; else uses
-    the Ray already initialised in this process, or starts a local one with ``workers`` CPUs."""
+    """Run each instance as a Ray task (one CPU each), submitted in the order given. Joins
+    ``address`` when given; else uses the Ray already initialised in this process, or starts a
+    local one with ``workers`` CPUs. ``known``: what the driver looked up for each."""
+    known = known or {}
     try:
         import ray
     except ImportError:
@@ -153,7 +160,10 @@ def run_ray(
             raise ExecutorError(f"cannot {where}: {exc}") from None
         started = True
     remote = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
-    refs = {remote.remote(inst, settings): inst.instance_id for inst in jobs}
+    refs = {
+        remote.remote(inst, settings, known.get(inst.instance_id)): inst.instance_id
+        for inst in jobs
+    }
     pending = list(refs)
     try:
         while pending:

@@ -29,9 +29,11 @@ def event_line(event: dict[str, Any]) -> str | None:
     kind = event["event"]
     if kind == "eval_started":
         skipped = f", {event['skipped']} already finished" if event["skipped"] else ""
+        order = ", longest first" if event.get("order") == "longest_first" else ""
         return (
             f"eval {event['out']}: {event['todo']} of {event['total']} instances to run{skipped} "
-            f"on {event['executor']} ({event['workers']} workers); {steer_label(event['steer'])}"
+            f"on {event['executor']} ({event['workers']} workers{order}); "
+            f"{steer_label(event['steer'])}"
         )
     if kind == "instance_finished":
         row = event["row"]

@@ -15,6 +15,8 @@ import copy
 import dataclasses
 import io
 import json
+import os
+import resource
 import shutil
 import tarfile
 import tempfile
@@ -26,6 +28,7 @@ from typing import Any
 from treesearch.errors import TreesearchError
 from treesearch.eval.environment import (
     EnvResult,
+    Known,
     env_spec_for,
     prepare_env,
     remove_tree,
@@ -69,6 +72,34 @@ class InstanceReport:
     row: dict[str, Any]
     run_archive: bytes | None
     """The run directory as a gzipped tar (``None`` when no search started)."""
+    timing: dict[str, Any] = field(default_factory=dict)
+    """Where the instance's time went: ``pid`` of the process that ran it, ``start``/``end``
+    (epoch seconds), ``phases`` (seconds spent on workspace, env, search, grade, pack,
+    cleanup; a phase not reached is absent) and ``cpu`` (CPU seconds of the process and of the
+    children it waited for, meanwhile: the instance's work, whatever else the machine runs).
+    Progress events carry it, ``results.jsonl`` does not (a row does not depend on the worker
+    that made it)."""
+
+
+def _cpu_seconds() -> float:
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+class _Laps:
+    """Seconds of consecutive phases: ``lap(name)`` closes the phase that ran since the last."""
+
+    def __init__(self, timing: dict[str, Any]) -> None:
+        self.phases: dict[str, float] = timing.setdefault("phases", {})
+        self.t = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases[name] = round(now - self.t, 3)
+        self.t = now
 
 
 def steer_of(settings: EvalSettings) -> dict[str, Any]:
@@ -100,15 +131,21 @@ def error_row(instance_id: str, settings: EvalSettings, reason: str) -> dict[str
     }
 
 
-def run_instance(inst: Instance, settings: EvalSettings) -> InstanceReport:
+def run_instance(
+    inst: Instance, settings: EvalSettings, known: Known | None = None
+) -> InstanceReport:
     """Run one instance; never raises for the instance's own problems (they become an ``error``
-    row); raises ``InstanceInterrupted`` on Ctrl-C."""
+    row); raises ``InstanceInterrupted`` on Ctrl-C. ``known``: what the driver looked up for it
+    (``environment.look_up``); without it, this process looks it up."""
     t0 = time.monotonic()
+    timing: dict[str, Any] = {"pid": os.getpid(), "start": time.time()}
+    cpu0 = _cpu_seconds()
+    lap = _Laps(timing)
     scratch = Path(tempfile.mkdtemp(prefix=f"treesearch-eval-{inst.instance_id[:40]}-"))
     row = error_row(inst.instance_id, settings, "")
     archive: bytes | None = None
     try:
-        archive = _run(inst, settings, scratch, row)
+        archive = _run(inst, settings, scratch, row, lap, known)
     except KeyboardInterrupt:
         raise InstanceInterrupted(inst.instance_id) from None
     except InstanceInterrupted:
@@ -118,12 +155,23 @@ def run_instance(inst: Instance, settings: EvalSettings) -> InstanceReport:
     except Exception as exc:  # noqa: BLE001 - one instance's crash is its row, not the batch's
         row["status"], row["reason"] = "error", f"{type(exc).__name__}: {exc}"
     finally:
+        lap.t = time.monotonic()
         remove_tree(scratch)
+        lap("cleanup")
     row["seconds"] = round(time.monotonic() - t0, 3)
-    return InstanceReport(row, archive)
+    timing["end"] = time.time()
+    timing["cpu"] = round(_cpu_seconds() - cpu0, 3)
+    return InstanceReport(row, archive, timing)
 
 
-def _run(inst: Instance, s: EvalSettings, scratch: Path, row: dict[str, Any]) -> bytes | None:
+def _run(
+    inst: Instance,
+    s: EvalSettings,
+    scratch: Path,
+    row: dict[str, Any],
+    lap: _Laps,
+    known: Known | None,
+) -> bytes | None:
     name = (inst.repo or inst.instance_id).rsplit("/", 1)[-1] or "workspace"
     workspace = scratch / "work" / name
 
@@ -148,9 +196,11 @@ def _run(inst: Instance, s: EvalSettings, scratch: Path, row: dict[str, Any]) ->
             return None
     if s.oracle:
         apply_patch(workspace, inst.test_patch)  # oracle: the grading tests steer the search
+    lap("workspace")
 
     # 2. The environment.
-    env = _environment(inst, s, repo_path, workspace)
+    env = _environment(inst, s, repo_path, workspace, known)
+    lap("env")
     row["env_log"] = str(env.log) if env.log else None
     if env.error is not None:
         row["reason"] = env.error
@@ -175,6 +225,7 @@ def _run(inst: Instance, s: EvalSettings, scratch: Path, row: dict[str, Any]) ->
         tests["env"] = {**dict(env.env), **(tests.get("env") or {})}
     runs = scratch / "runs"
     outcome = run_from_config(raw, base_dir=Path(s.base_dir), runs_dir=runs, source=s.source)
+    lap("search")
     if outcome.interrupted:
         raise InstanceInterrupted(inst.instance_id)
     row["run_dir"] = f"instances/{inst.instance_id}"
@@ -199,14 +250,17 @@ def _run(inst: Instance, s: EvalSettings, scratch: Path, row: dict[str, Any]) ->
         st.materialize(outcome.best, grade_dir)
     finally:
         st.close()
-    _grade(inst, s, grade_dir, env, outcome.run_dir, row)
-    return _pack(outcome.run_dir)
+    _grade(inst, s, grade_dir, env, outcome.run_dir, row, known)
+    lap("grade")
+    archive = _pack(outcome.run_dir)
+    lap("pack")
+    return archive
 
 
 def _environment(
-    inst: Instance, s: EvalSettings, repo_path: Path | None, workspace: Path
+    inst: Instance, s: EvalSettings, repo_path: Path | None, workspace: Path, known: Known | None
 ) -> EnvResult:
-    spec = env_spec_for(inst)
+    spec = env_spec_for(inst, known)
 
     def materialize(dest: Path) -> None:
         commit = inst.environment_setup_commit or inst.base_commit
@@ -226,6 +280,7 @@ def _grade(
     env: EnvResult,
     run_dir: Path,
     row: dict[str, Any],
+    known: Known | None,
 ) -> None:
     out = run_dir / "grade"
     out.mkdir(exist_ok=True)
@@ -239,7 +294,7 @@ def _grade(
     spec_map = dict(s.grade_tests)
     if env.env:
         spec_map["env"] = {**dict(env.env), **(spec_map.get("env") or {})}
-    official = _swebench_way(inst, s)
+    official = _swebench_way(inst, s, known)
     if official is not None:  # SWE-bench's own test command and log parser
         spec_map.update(command=official[0], runner="generic")
     spec = TestSpec.from_config(spec_map, s.source, where="eval.grade_tests")
@@ -293,12 +348,12 @@ def _grade(
         )
 
 
-def _swebench_way(inst: Instance, s: EvalSettings) -> tuple[str, Any] | None:
+def _swebench_way(inst: Instance, s: EvalSettings, known: Known | None) -> tuple[str, Any] | None:
     """(test command, log parser) from the installed ``swebench`` for this instance, unless the
     config names its own ``eval.grade_tests``."""
     if s.grade_tests_explicit or not inst.repo:
         return None
-    spec = swebench_specs(inst.repo, inst.version)
+    spec = known.swebench_spec if known is not None else swebench_specs(inst.repo, inst.version)
     parser = swebench_parser(inst.repo) if spec else None
     command = test_command(spec, inst.test_patch) if spec else None
     if command is None or parser is None:

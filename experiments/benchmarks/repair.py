@@ -220,7 +220,7 @@ def config_for(task: dict[str, Any], tmp: Path) -> dict[str, Any]:
     if task["agent"] == "new" and task.get("per_test_timeout"):
         env[PER_TEST_ENV] = f"{task['per_test_timeout']:g}"
     budget = int(task["budget"])
-    return {
+    config = {
         "workspace": {"path": task["path"], "copy": True},
         "store": {
             "home": str(tmp / "home"),
@@ -250,6 +250,9 @@ def config_for(task: dict[str, Any], tmp: Path) -> dict[str, Any]:
         },
         "output": {"runs_dir": str(tmp / "runs")},
     }
+    from treesearch.config import apply_overrides
+
+    return apply_overrides(config, task.get("overrides", []))
 
 
 def fl_runs(run_dir: Path) -> int:
@@ -420,6 +423,14 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="with --report: budgets (e.g. 30) read off larger-budget searches (see derived)",
     )
+    parser.add_argument(
+        "-c",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override for every search (as `treesearch run -c`), e.g. search.workers=2",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -476,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
                 "seed": args.seed,
                 "policy": args.policy,
                 "timeout": args.timeout,
+                "overrides": args.overrides,
             }
             for budget in sorted(budgets, reverse=True)
             for e in entries
@@ -560,6 +572,7 @@ def _save(
         "seed": args.seed,
         "agents": args.agents,
         "budgets": args.budgets,
+        "overrides": args.overrides,
         "entries": entries,
         "searches": len(results),
         "planned": total,

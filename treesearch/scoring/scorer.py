@@ -15,8 +15,9 @@ from treesearch import lifecycle
 from treesearch.errors import ConfigError, ScoringError
 from treesearch.scoring.cache import ScoreCache
 from treesearch.scoring.envkey import Memo, check_cache_inputs, environment_key
+from treesearch.scoring import order as O
 from treesearch.scoring.grading import ScoreFunction, make_score
-from treesearch.scoring.results import RunStatus, ScoreResult, TestRun
+from treesearch.scoring.results import Partial, RunStatus, ScoreResult, TestRun
 from treesearch.scoring.runner import recheck_changed, run_tests
 from treesearch.scoring.spec import TestSpec
 from treesearch.types import SnapshotStore
@@ -31,6 +32,8 @@ _SCORER_KEYS = (
     "grade_score",
     "cache_inputs",
     "grade_files",
+    "order",
+    "per_test_timeout",
 )
 """``grade_files`` is read by ``heldout.check_grade_files`` (the app), not by ``Scorer``."""
 
@@ -56,6 +59,8 @@ class Scorer:
         *,
         grade_score: ScoreLike | None = None,
         cache_inputs: Sequence[str] = (),
+        order: str = "auto",
+        per_test_timeout: O.PerTestTimeout | str | float = "auto",
     ) -> None:
         self.search_spec = search_spec
         """Spec of the tests that steer the search."""
@@ -76,6 +81,18 @@ class Scorer:
         """Test commands actually run by this scorer (re-runs included; cache hits excluded)."""
         self.cache_hits = 0
         """Results served from the cache."""
+        self.order = O.check_order(order, "Scorer.order")
+        """``scoring.order``: ``auto``, ``failing_first`` or ``all`` (see ``scoring.order``)."""
+        self.per_test_timeout = (
+            per_test_timeout
+            if isinstance(per_test_timeout, O.PerTestTimeout)
+            else O.PerTestTimeout.parse(per_test_timeout, "Scorer.per_test_timeout")
+        )
+        """``scoring.per_test_timeout``: per-test limits of search runs."""
+        O.check_supported(search_spec, self.order, self.per_test_timeout, "scoring")
+        self.repair: bool | None = None
+        """Whether the search is a repair search (its root fails tests): with ``order: auto``
+        children are screened failing-first only when True (the app sets it from the root)."""
 
     @classmethod
     def from_config(
@@ -117,7 +134,21 @@ class Scorer:
             else None
         )
         inputs = check_cache_inputs(d.get("cache_inputs"), f"{source}: {key('cache_inputs')}")
-        return cls(search, score, grade, cache, grade_score=grade_score, cache_inputs=inputs)
+        order = O.check_order(d.get("order", "auto"), f"{source}: {key('order')}")
+        limit = O.PerTestTimeout.parse(
+            d.get("per_test_timeout", "auto"), f"{source}: {key('per_test_timeout')}"
+        )
+        O.check_supported(search, order, limit, f"{source}: {where or 'scoring'}")
+        return cls(
+            search,
+            score,
+            grade,
+            cache,
+            grade_score=grade_score,
+            cache_inputs=inputs,
+            order=order,
+            per_test_timeout=limit,
+        )
 
     def score(
         self,
@@ -126,16 +157,35 @@ class Scorer:
         *,
         parent: TestRun | ScoreResult | None = None,
         time_limit: float | None = None,
+        max_runs: int | None = None,
     ) -> ScoreResult:
         """Score the workspace with the search tests.
 
         ``tree`` is the workspace's tree hash (enables the cache). ``parent`` is the run of the
         parent state: with ``reruns`` in the spec, tests whose outcome differs from it are
-        re-run and flaky ones marked. ``time_limit`` (seconds) cuts the run earlier than the
-        spec's timeout (a search's wall-clock budget); a run cut by it is not cached.
+        re-run and flaky ones marked; with ``order`` failing-first its failing tests are run
+        first (``ScoreResult.partial`` when they did not all pass), and its durations set the
+        per-test limits (``per_test_timeout: auto``). ``time_limit`` (seconds) cuts the run
+        earlier than the spec's timeout (a search's wall-clock budget); a run cut by it is not
+        cached. ``max_runs`` caps the test runs of this call (a test-run budget): a screen
+        that passed with no run left stays partial.
         """
+        parent_result = parent if isinstance(parent, ScoreResult) else None
         if isinstance(parent, ScoreResult):
             parent = parent.run
+        screen = self._screen_ids(parent)
+        limits = self._limits(workspace, parent_result)
+        if screen or limits is not None:
+            return self._evaluate_ordered(
+                workspace,
+                tree,
+                parent_result,
+                parent,
+                screen,
+                limits,
+                time_limit=time_limit,
+                max_runs=max_runs,
+            )
         return self._evaluate(
             self.search_spec,
             self.score_fn,
@@ -194,6 +244,146 @@ class Scorer:
         return _result(
             run, fn, tree=tree, fingerprint=fingerprint, cached=cached, held_out=held_out
         )
+
+
+    # ------------------------------------------------------------ scoring.order, per-test limits
+
+    def _screen_ids(self, parent: TestRun | None) -> tuple[str, ...]:
+        screening = self.order == "failing_first" or (self.order == "auto" and self.repair)
+        if not screening or not O.supports(self.search_spec):
+            return ()
+        return O.screen_ids(parent)
+
+    def _limits(
+        self, workspace: str | os.PathLike[str], parent: ScoreResult | None
+    ) -> dict[str, Any] | None:
+        policy = self.per_test_timeout
+        if policy.mode == "off" or not O.supports(self.search_spec):
+            return None
+        measured = O.durations(parent)
+        if policy.mode == "auto" and not measured and parent is not None:
+            # A parent rebuilt after a resume has no durations: its full run may be cached.
+            measured = self._cached_durations(workspace, parent.tree)
+        return O.per_test_limits(policy, measured)
+
+    def _cached_durations(
+        self, workspace: str | os.PathLike[str], tree: str | None
+    ) -> dict[str, float]:
+        if tree is None or self.cache is None:
+            return {}
+        spec = self.search_spec
+        environment = environment_key(
+            spec.command, spec.env, workspace, self.cache_inputs, memo=self._digests
+        )
+        run = self.cache.get(tree, spec.fingerprint(), environment)
+        if run is None:
+            return {}
+        return O.durations(ScoreResult(0.0, False, "", run))
+
+    def _evaluate_ordered(
+        self,
+        workspace: str | os.PathLike[str],
+        tree: str | None,
+        parent_result: ScoreResult | None,
+        parent: TestRun | None,
+        screen: tuple[str, ...],
+        limits: dict[str, Any] | None,
+        *,
+        time_limit: float | None,
+        max_runs: int | None,
+    ) -> ScoreResult:
+        """A search run with a failing-first screen and/or per-test limits (``order``)."""
+        spec, fn = self.search_spec, self.score_fn
+        fingerprint = spec.fingerprint()
+        environment = ""
+        if tree is not None and self.cache is not None:
+            environment = environment_key(
+                spec.command, spec.env, workspace, self.cache_inputs, memo=self._digests
+            )
+            known = self.cache.get(tree, fingerprint, environment)
+            if known is not None:  # a full run of this state: nothing to screen
+                self.cache_hits += 1
+                return _result(
+                    known, fn, tree=tree, fingerprint=fingerprint, cached=True, held_out=False
+                )
+        runs = 0
+        left = time_limit
+        if screen:
+            used = _clipped(spec, left)
+            run, report = O.run_ordered(used, workspace, select=screen, timeouts=limits)
+            self.test_runs += 1
+            runs += 1
+            if parent is not None and spec.reruns:
+                run, reruns = recheck_changed(used, workspace, run, parent)
+                self.test_runs += reruns
+                runs += reruns
+            verdict = O.screen_verdict(run, report)
+            if verdict == "full":
+                return self._keep(run, report, used, tree, fingerprint, environment, time_limit)
+            if verdict == "partial" or (
+                verdict == "passed" and max_runs is not None and runs >= max_runs
+            ):
+                reason = (
+                    "every screened test passed, but the test-run budget left no run for the rest"
+                    if verdict == "passed"
+                    else ""
+                )
+                partial = O.make_partial(run, report, parent_result, reason=reason)
+                return _partial_result(run, fn, partial, tree=tree)
+            if left is not None:
+                left = max(left - run.seconds, 0.01)
+        used = _clipped(spec, left)
+        run, report = O.run_ordered(used, workspace, timeouts=limits)
+        self.test_runs += 1
+        if parent is not None and spec.reruns:
+            run, reruns = recheck_changed(used, workspace, run, parent)
+            self.test_runs += reruns
+        return self._keep(run, report, used, tree, fingerprint, environment, time_limit)
+
+    def _keep(
+        self,
+        run: TestRun,
+        report: O.OrderReport | None,
+        used: TestSpec,
+        tree: str | None,
+        fingerprint: str,
+        environment: str,
+        time_limit: float | None,
+    ) -> ScoreResult:
+        """A full run's result, cached unless a limit (the budget's or a test's) cut it."""
+        cut = (used.timeout < self.search_spec.timeout and run.timed_out) or O.was_cut(report)
+        if tree is not None and self.cache is not None and _cacheable(run) and not cut:
+            self.cache.put(tree, fingerprint, run, environment)
+        return _result(
+            run, self.score_fn, tree=tree, fingerprint=fingerprint, cached=False, held_out=False
+        )
+
+
+def _clipped(spec: TestSpec, time_limit: float | None) -> TestSpec:
+    if time_limit is not None and time_limit < spec.timeout:
+        return replace(spec, timeout=max(time_limit, 0.01))
+    return spec
+
+
+def _partial_result(
+    run: TestRun, fn: ScoreFunction, partial: Partial, *, tree: str | None
+) -> ScoreResult:
+    """A screened state: scored on the lower bound (tests not run count as failed), never
+    resolved."""
+    grade = fn(O.lower_bound(run, partial))
+    value = min(1.0, max(0.0, float(grade.value)))
+    return ScoreResult(
+        score=value,
+        resolved=False,
+        score_name=fn.name,
+        run=run,
+        details=grade.details,
+        tree=tree,
+        fingerprint="",
+        cached=False,
+        held_out=False,
+        partial=partial,
+    )
 
 
 def _cacheable(run: TestRun) -> bool:

@@ -35,6 +35,7 @@ from treesearch.runs.cleanup import claim_copy, copy_note, make_workspace_copy
 from treesearch.runs.resolved import check_runs_dir, check_workspace, resolved_config, store_home
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.heldout import check_grade_files, grade_in_copy
+from treesearch.scoring.order import is_repair
 from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage, explain_stop
 from treesearch.search.controller import Controller, SearchResult, Strategy, one_line
@@ -289,6 +290,8 @@ def _search_held(
             on_note(f"nothing to do: {explain_stop(stop, controller.budget, controller.usage)}")
     else:
         controller.start()
+    # scoring.order auto: failing-first screens in a repair search (its root fails tests).
+    scorer.repair = is_repair(controller.graph.nodes[G.root_of(controller.graph)].get("tests"))
     done = controller.usage.expansions
     try:
         result = controller.run()

@@ -150,6 +150,16 @@ class ScoringConfig(_Model):
     grade_files: dict[str, str] | None = None
     """Held-out files laid over the grading copy: a path in the copy -> a file or folder outside
     the workspace (checked by ``scoring.heldout.check_grade_files``)."""
+    order: Literal["auto", "failing_first", "all"] = "auto"
+    """``failing_first``: a candidate first runs the tests its parent failed and stops at the
+    first still failing (a partial node), the rest only if they all pass; ``all``: full runs;
+    ``auto``: failing_first in a repair search (the root fails tests), else all
+    (``treesearch.scoring.order``)."""
+    per_test_timeout: Literal["auto", "off"] | Annotated[
+        float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    ] = "auto"
+    """Limit of each test's call phase: ``auto`` (max(2 s, 20 x its duration in the parent's
+    run)), ``off``, or seconds for every test (pytest only)."""
 
     @field_validator("search_tests", mode="before")
     @classmethod

@@ -232,15 +232,15 @@ def was_cut(report: OrderReport | None) -> bool:
 
 def screen_verdict(run: TestRun, report: OrderReport | None) -> str:
     """What a screen run means: ``void`` (it could not screen: the plugin did not report, or
-    nothing ran; run the full suite), ``full`` (it left nothing out and nothing failed: it was
-    a full run), ``passed`` (every screened test passed: run the rest) or ``partial``."""
+    nothing ran; run the full suite), ``full`` (it left no test out and ran every one it kept:
+    it was a full run), ``passed`` (every screened test passed: run the rest) or ``partial``."""
     if report is None or report.selected is None:
         return "void"
     if run.status is RunStatus.INVALID and not run.tests:
         return "void"
+    if run.status is RunStatus.OK and report.deselected == 0 and report.ran >= report.selected:
+        return "full"  # the parent failed every test: the screen left nothing out
     if run.status is RunStatus.OK and not run.failing and run.exit_code == 0:
-        if report.deselected == 0 and report.ran >= report.selected:
-            return "full"
         return "passed"
     return "partial"
 

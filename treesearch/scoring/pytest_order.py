@@ -90,7 +90,11 @@ def _wanted(ids: Any) -> set:
     return out
 
 
+_config: list = []
+
+
 def pytest_configure(config: Any) -> None:
+    _config.append(config)
     if not _cfg:
         return
     if _cfg.get("stop_on_failure"):
@@ -157,6 +161,12 @@ class _Alarm:
         if self.fired > 1 + RETRIES:
             _state["aborted"] = self.nodeid
             _write()
+            capture = _config[0].pluginmanager.getplugin("capturemanager") if _config else None
+            if capture is not None:
+                try:  # so that the message reaches the terminal, not a capture buffer
+                    capture.suspend_global_capture(in_=True)
+                except Exception:  # noqa: BLE001 - the exit below must happen regardless
+                    pass
             sys.stderr.write(
                 "\n%s: %s kept running after its %g s limit (it swallows the failure); "
                 "pytest stopped\n" % (TIMEOUT_MARK, self.nodeid, self.seconds)

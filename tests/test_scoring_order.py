@@ -70,7 +70,9 @@ def test_d():
 
 def module(a: int = 0, b: int = 2, c: int = 0, d: int = 4) -> str:
     """``m.py`` whose functions return these values (the right ones are 1, 2, 3, 4)."""
-    return "".join(f"def {n}():\n    return {v}\n\n\n" for n, v in zip("abcd", (a, b, c, d)))
+    return "".join(
+        f"def {n}():\n    return {v}\n\n\n" for n, v in zip("abcd", (a, b, c, d), strict=True)
+    )
 
 
 def make_suite(root: Path, **values: int) -> Path:
@@ -107,7 +109,10 @@ def test_screen_runs_parent_failures_first_and_stops_at_the_first_still_failing(
     ws = make_suite(tmp_path)  # a and c wrong: test_a and test_c fail
     scorer = Scorer(spec_for(log), order="failing_first")
     root = scorer.score(ws)
-    assert [t.id for t in root.run.failing] == ["tests/test_m.py::test_a", "tests/test_m.py::test_c"]
+    assert [t.id for t in root.run.failing] == [
+        "tests/test_m.py::test_a",
+        "tests/test_m.py::test_c",
+    ]
     assert root.partial is None
     assert logged(log) == ["session", "test_a", "test_b", "test_c", "test_d"]
 
@@ -278,9 +283,7 @@ def test_looping_candidate_fails_its_first_screened_test_on_the_per_test_limit(
 
 def test_per_test_limit_off_leaves_a_loop_to_the_run_timeout(tmp_path: Path) -> None:
     ws = bisect_copy(tmp_path)
-    scorer = Scorer(
-        replace_timeout(spec_for(), 3), order="all", per_test_timeout="off"
-    )
+    scorer = Scorer(replace_timeout(spec_for(), 3), order="all", per_test_timeout="off")
     root = scorer.score(ws)
     (ws / "bisect_search.py").write_text(LOOP)
     looping = scorer.score(ws, parent=root)
@@ -322,11 +325,16 @@ def test_a_test_that_swallows_its_timeout_stops_pytest_and_is_never_a_pass(
 
 
 def test_config_rejects_an_order_or_limit_the_test_command_cannot_honour(tmp_path: Path) -> None:
-    base = {"workspace": {"path": str(tmp_path)}, "strategies": {"s": {"kind": "scripted", "steps": []}}}
+    base = {
+        "workspace": {"path": str(tmp_path)},
+        "strategies": {"s": {"kind": "scripted", "steps": []}},
+    }
     with pytest.raises(ConfigError, match=r"scoring.order: must be"):
         validate({**base, "scoring": {"order": "fast"}}, source="c.yaml", base_dir=tmp_path)
     generic = {"search_tests": {"command": "make test"}}
-    with pytest.raises(ConfigError, match=r"c.yaml: scoring.order: failing_first: it needs a pytest"):
+    with pytest.raises(
+        ConfigError, match=r"c.yaml: scoring.order: failing_first: it needs a pytest"
+    ):
         validate(
             {**base, "scoring": {**generic, "order": "failing_first"}},
             source="c.yaml",

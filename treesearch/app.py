@@ -291,7 +291,8 @@ def _search_held(
     else:
         controller.start()
     # scoring.order auto: failing-first screens in a repair search (its root fails tests).
-    scorer.repair = is_repair(controller.graph.nodes[G.root_of(controller.graph)].get("tests"))
+    g = controller.graph
+    scorer.repair = g is not None and is_repair(g.nodes[G.root_of(g)].get("tests"))
     done = controller.usage.expansions
     try:
         result = controller.run()

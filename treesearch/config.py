@@ -155,9 +155,9 @@ class ScoringConfig(_Model):
     first still failing (a partial node), the rest only if they all pass; ``all``: full runs;
     ``auto``: failing_first in a repair search (the root fails tests), else all
     (``treesearch.scoring.order``)."""
-    per_test_timeout: Literal["auto", "off"] | Annotated[
-        float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)
-    ] = "auto"
+    per_test_timeout: (
+        Literal["auto", "off"] | Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
+    ) = "auto"
     """Limit of each test's call phase: ``auto`` (max(2 s, 20 x its duration in the parent's
     run)), ``off``, or seconds for every test (pytest only)."""
 

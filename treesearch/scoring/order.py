@@ -161,7 +161,6 @@ def per_test_limits(policy: PerTestTimeout, measured: Mapping[str, float]) -> di
     return {"default": None, "tests": tests}
 
 
-
 @dataclass(frozen=True)
 class OrderReport:
     """What the ``pytest_order`` plugin says it did in one run."""

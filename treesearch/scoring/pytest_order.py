@@ -25,6 +25,7 @@ the interpreter of the tests.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -163,19 +164,19 @@ class _Alarm:
             _write()
             capture = _config[0].pluginmanager.getplugin("capturemanager") if _config else None
             if capture is not None:
-                try:  # so that the message reaches the terminal, not a capture buffer
+                # So that the message reaches the terminal, not a capture buffer; the exit
+                # below must happen whatever this does.
+                with contextlib.suppress(Exception):
                     capture.suspend_global_capture(in_=True)
-                except Exception:  # noqa: BLE001 - the exit below must happen regardless
-                    pass
             sys.stderr.write(
-                "\n%s: %s kept running after its %g s limit (it swallows the failure); "
-                "pytest stopped\n" % (TIMEOUT_MARK, self.nodeid, self.seconds)
+                f"\n{TIMEOUT_MARK}: {self.nodeid} kept running after its {self.seconds:g} s "
+                "limit (it swallows the failure); pytest stopped\n"
             )
             sys.stderr.flush()
             os._exit(3)
         pytest.fail(
-            "%s: the test ran past its limit of %g s (scoring.per_test_timeout)"
-            % (TIMEOUT_MARK, self.seconds),
+            f"{TIMEOUT_MARK}: the test ran past its limit of {self.seconds:g} s "
+            "(scoring.per_test_timeout)",
             pytrace=False,
         )
 
@@ -185,14 +186,13 @@ class _Alarm:
         self.outer = signal.setitimer(signal.ITIMER_REAL, self.seconds, 1.0)
         return self
 
-    def __exit__(self, *exc_info: Any) -> bool:
+    def __exit__(self, *exc_info: Any) -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, self.previous)
         left, interval = self.outer
         if left > 0:  # an outer timer (the project's own guard): give it back what is left
             spent = time.monotonic() - self.started
             signal.setitimer(signal.ITIMER_REAL, max(left - spent, 0.001), interval)
-        return False
 
 
 @pytest.hookimpl(hookwrapper=True, trylast=True)

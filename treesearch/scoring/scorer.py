@@ -13,9 +13,9 @@ from typing import Any
 
 from treesearch import lifecycle
 from treesearch.errors import ConfigError, ScoringError
+from treesearch.scoring import order as O
 from treesearch.scoring.cache import ScoreCache
 from treesearch.scoring.envkey import Memo, check_cache_inputs, environment_key
-from treesearch.scoring import order as O
 from treesearch.scoring.grading import ScoreFunction, make_score
 from treesearch.scoring.results import Partial, RunStatus, ScoreResult, TestRun
 from treesearch.scoring.runner import recheck_changed, run_tests
@@ -244,7 +244,6 @@ class Scorer:
         return _result(
             run, fn, tree=tree, fingerprint=fingerprint, cached=cached, held_out=held_out
         )
-
 
     # ------------------------------------------------------------ scoring.order, per-test limits
 

@@ -578,7 +578,7 @@ def _summary(result: ScoreResult) -> dict[str, Any]:
     marks = scoring_order.summary_marks(result)  # a failing-first screen: what is known
     if marks:
         out.update(marks)
-        out["summary"] += f"; partial: {marks['not_run']} not run"
+        out["summary"] = f"{out['summary']}; partial: {marks['not_run']} not run"
     return out
 
 

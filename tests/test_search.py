@@ -139,6 +139,24 @@ def test_policy_builds_the_golden_graph(tmp_path: Path, policy: str, params: dic
     assert got == golden.read_text()
 
 
+@pytest.mark.parametrize("policy,params", [("best_first", {}), ("mcts", {"c": 1.0})])
+def test_failing_first_builds_its_golden_graph(tmp_path: Path, policy: str, params: dict) -> None:
+    """scoring.order failing_first on the calc repair search: partial nodes, in a graph that
+    the same seed rebuilds byte for byte."""
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj, policy=policy, params=params, stop_on_perfect=False)
+    cfg["scoring"]["order"] = "failing_first"
+    out = run(cfg, tmp_path)
+    got = to_json(out.graph, stable=True)
+    golden = GOLDEN / f"calc-{policy}-failing_first.json"
+    if os.environ.get("TREESEARCH_UPDATE_GOLDEN"):
+        golden.write_text(got)
+    partial = [n for n, d in out.graph.nodes(data=True) if d.get("partial")]
+    assert partial, "the screen should leave some nodes partial"
+    assert out.best not in partial
+    assert got == golden.read_text()
+
+
 def test_same_seed_gives_byte_identical_graph_and_other_seed_may_differ(tmp_path: Path) -> None:
     outs = []
     for i, seed in enumerate((3, 3)):

@@ -13,6 +13,8 @@
 * ``Scorer`` scores states with the search tests and grades final states with held-out tests;
   ``ScoreCache`` keeps runs by (tree hash, spec fingerprint, environment key: ``envkey``) in
   SQLite, shared by processes.
+* ``order``: failing tests first (``scoring.order``: a screen leaves a ``Partial`` result) and
+  per-test time limits from the parent's durations (``scoring.per_test_timeout``).
 * ``score_workspace`` is the entry point for the ``treesearch score`` command.
 
 The library never prints.
@@ -33,6 +35,7 @@ from treesearch.scoring.grading import (
 from treesearch.scoring.results import (
     Grade,
     Outcome,
+    Partial,
     RunStatus,
     ScoreResult,
     TestCase,
@@ -47,6 +50,7 @@ __all__ = [
     "CacheEntry",
     "Grade",
     "Outcome",
+    "Partial",
     "PassFraction",
     "Resolved",
     "RunStatus",

@@ -441,6 +441,11 @@ def test_search_marks_partial_nodes_counts_each_run_and_ends_on_a_full_node(
     assert out.best == root and out.patch == ""
     assert out.summary["best"]["tree"] == root
     assert (out.run_dir / "best.patch").read_text() == ""
+    assert out.summary["scoring_order"] == {
+        "order": "failing_first",
+        "repair_search": True,
+        "partial_nodes": 1,
+    }
     sessions = logged(log).count("session")
     assert out.usage.test_runs == sessions == 2  # the root's run and the child's screen
     # The event log rebuilds the same marks.

@@ -383,6 +383,11 @@ def _finish(
         "edges": g.number_of_edges(),
         "noops": sum(len(d["noops"]) for _, d in g.nodes(data=True)),
         "agent_errors": agent_errors(g),
+        "scoring_order": {  # failing tests first: what was in force, and how many nodes it left
+            "order": cfg.scoring.order,
+            "repair_search": bool(scorer.repair),
+            "partial_nodes": sum(1 for _, d in g.nodes(data=True) if d.get("partial")),
+        },
         "isolation": isolation.describe(),
         "seconds": round(seconds, 3),
         "mean_seconds_per_expansion": {k: round(v, 4) for k, v in overhead.items()},

@@ -17,7 +17,7 @@ from treesearch.scoring import order as O
 from treesearch.scoring.cache import ScoreCache
 from treesearch.scoring.envkey import Memo, check_cache_inputs, environment_key
 from treesearch.scoring.grading import ScoreFunction, make_score
-from treesearch.scoring.results import Partial, RunStatus, ScoreResult, TestRun
+from treesearch.scoring.results import RunStatus, ScoreResult, TestRun
 from treesearch.scoring.runner import recheck_changed, run_tests
 from treesearch.scoring.spec import TestSpec
 from treesearch.types import SnapshotStore
@@ -173,10 +173,13 @@ class Scorer:
         parent_result = parent if isinstance(parent, ScoreResult) else None
         if isinstance(parent, ScoreResult):
             parent = parent.run
-        screen = self._screen_ids(parent)
-        limits = self._limits(workspace, parent_result)
+        from treesearch.scoring import ordered  # it builds on this module
+
+        screen = ordered.screen_for(self, parent)
+        limits = ordered.limits_for(self, workspace, parent_result)
         if screen or limits is not None:
-            return self._evaluate_ordered(
+            return ordered.evaluate(
+                self,
                 workspace,
                 tree,
                 parent_result,
@@ -244,145 +247,6 @@ class Scorer:
         return _result(
             run, fn, tree=tree, fingerprint=fingerprint, cached=cached, held_out=held_out
         )
-
-    # ------------------------------------------------------------ scoring.order, per-test limits
-
-    def _screen_ids(self, parent: TestRun | None) -> tuple[str, ...]:
-        screening = self.order == "failing_first" or (self.order == "auto" and self.repair)
-        if not screening or not O.supports(self.search_spec):
-            return ()
-        return O.screen_ids(parent)
-
-    def _limits(
-        self, workspace: str | os.PathLike[str], parent: ScoreResult | None
-    ) -> dict[str, Any] | None:
-        policy = self.per_test_timeout
-        if policy.mode == "off" or not O.supports(self.search_spec):
-            return None
-        measured = O.durations(parent)
-        if policy.mode == "auto" and not measured and parent is not None:
-            # A parent rebuilt after a resume has no durations: its full run may be cached.
-            measured = self._cached_durations(workspace, parent.tree)
-        return O.per_test_limits(policy, measured)
-
-    def _cached_durations(
-        self, workspace: str | os.PathLike[str], tree: str | None
-    ) -> dict[str, float]:
-        if tree is None or self.cache is None:
-            return {}
-        spec = self.search_spec
-        environment = environment_key(
-            spec.command, spec.env, workspace, self.cache_inputs, memo=self._digests
-        )
-        run = self.cache.get(tree, spec.fingerprint(), environment)
-        if run is None:
-            return {}
-        return O.durations(ScoreResult(0.0, False, "", run))
-
-    def _evaluate_ordered(
-        self,
-        workspace: str | os.PathLike[str],
-        tree: str | None,
-        parent_result: ScoreResult | None,
-        parent: TestRun | None,
-        screen: tuple[str, ...],
-        limits: dict[str, Any] | None,
-        *,
-        time_limit: float | None,
-        max_runs: int | None,
-    ) -> ScoreResult:
-        """A search run with a failing-first screen and/or per-test limits (``order``)."""
-        spec, fn = self.search_spec, self.score_fn
-        fingerprint = spec.fingerprint()
-        environment = ""
-        if tree is not None and self.cache is not None:
-            environment = environment_key(
-                spec.command, spec.env, workspace, self.cache_inputs, memo=self._digests
-            )
-            known = self.cache.get(tree, fingerprint, environment)
-            if known is not None:  # a full run of this state: nothing to screen
-                self.cache_hits += 1
-                return _result(
-                    known, fn, tree=tree, fingerprint=fingerprint, cached=True, held_out=False
-                )
-        runs = 0
-        left = time_limit
-        if screen:
-            used = _clipped(spec, left)
-            run, report = O.run_ordered(used, workspace, select=screen, timeouts=limits)
-            self.test_runs += 1
-            runs += 1
-            if parent is not None and spec.reruns:
-                run, reruns = recheck_changed(used, workspace, run, parent)
-                self.test_runs += reruns
-                runs += reruns
-            verdict = O.screen_verdict(run, report)
-            if verdict == "full":
-                return self._keep(run, report, used, tree, fingerprint, environment, time_limit)
-            if verdict == "partial" or (
-                verdict == "passed" and max_runs is not None and runs >= max_runs
-            ):
-                reason = (
-                    "every screened test passed, but the test-run budget left no run for the rest"
-                    if verdict == "passed"
-                    else ""
-                )
-                partial = O.make_partial(run, report, parent_result, reason=reason)
-                return _partial_result(run, fn, partial, tree=tree)
-            if left is not None:
-                left = max(left - run.seconds, 0.01)
-        used = _clipped(spec, left)
-        run, report = O.run_ordered(used, workspace, timeouts=limits)
-        self.test_runs += 1
-        if parent is not None and spec.reruns:
-            run, reruns = recheck_changed(used, workspace, run, parent)
-            self.test_runs += reruns
-        return self._keep(run, report, used, tree, fingerprint, environment, time_limit)
-
-    def _keep(
-        self,
-        run: TestRun,
-        report: O.OrderReport | None,
-        used: TestSpec,
-        tree: str | None,
-        fingerprint: str,
-        environment: str,
-        time_limit: float | None,
-    ) -> ScoreResult:
-        """A full run's result, cached unless a limit (the budget's or a test's) cut it."""
-        cut = (used.timeout < self.search_spec.timeout and run.timed_out) or O.was_cut(report)
-        if tree is not None and self.cache is not None and _cacheable(run) and not cut:
-            self.cache.put(tree, fingerprint, run, environment)
-        return _result(
-            run, self.score_fn, tree=tree, fingerprint=fingerprint, cached=False, held_out=False
-        )
-
-
-def _clipped(spec: TestSpec, time_limit: float | None) -> TestSpec:
-    if time_limit is not None and time_limit < spec.timeout:
-        return replace(spec, timeout=max(time_limit, 0.01))
-    return spec
-
-
-def _partial_result(
-    run: TestRun, fn: ScoreFunction, partial: Partial, *, tree: str | None
-) -> ScoreResult:
-    """A screened state: scored on the lower bound (tests not run count as failed), never
-    resolved."""
-    grade = fn(O.lower_bound(run, partial))
-    value = min(1.0, max(0.0, float(grade.value)))
-    return ScoreResult(
-        score=value,
-        resolved=False,
-        score_name=fn.name,
-        run=run,
-        details=grade.details,
-        tree=tree,
-        fingerprint="",
-        cached=False,
-        held_out=False,
-        partial=partial,
-    )
 
 
 def _cacheable(run: TestRun) -> bool:

@@ -166,6 +166,29 @@ def test_second_phase_runs_the_whole_suite_only_when_every_screened_test_passes(
     assert child.score == pytest.approx(0.75)
 
 
+def test_progress_first_runs_the_rest_when_any_parent_failure_passes_now(tmp_path: Path) -> None:
+    log = tmp_path / "order.log"
+    ws = make_suite(tmp_path)  # test_a and test_c fail
+    scorer = Scorer(spec_for(log), order="progress_first")
+    root = scorer.score(ws)
+    logged(log)
+    # Nothing fixed: both failing tests run (no stop at the first), then nothing else.
+    same = scorer.score(ws, parent=root)
+    assert logged(log) == ["session", "test_a", "test_c"]
+    assert same.partial is not None and same.partial.not_run == 2
+    assert "none of the 2 tests that failed in the parent passes now" in same.partial.reason
+    # c fixed, a not: progress, so the whole suite runs and the node is fully run (3 of 4).
+    (ws / "m.py").write_text(module(c=3))
+    runs = scorer.test_runs
+    half = scorer.score(ws, parent=root)
+    assert logged(log) == ["session", "test_a", "test_c", "session", "test_a", "test_b"] + [
+        "test_c",
+        "test_d",
+    ]
+    assert scorer.test_runs == runs + 2
+    assert half.partial is None and half.score == pytest.approx(0.75)
+
+
 def test_order_all_runs_every_test_every_time(tmp_path: Path) -> None:
     log = tmp_path / "order.log"
     ws = make_suite(tmp_path)
@@ -186,9 +209,9 @@ def test_auto_order_screens_only_in_a_repair_search(tmp_path: Path) -> None:
     scorer.repair = False
     assert scorer.score(ws, parent=root).partial is None
     assert len(logged(log)) == 5
-    scorer.repair = True
+    scorer.repair = True  # auto screens as progress_first: every failing test, no stop
     assert scorer.score(ws, parent=root).partial is not None
-    assert logged(log) == ["session", "test_a"]
+    assert logged(log) == ["session", "test_a", "test_c"]
     assert is_repair({"status": "ok", "failing": ["t"]})
     assert not is_repair({"status": "ok", "failing": []})
     assert not is_repair({"status": "error", "failing": ["tests/test_m.py"]})

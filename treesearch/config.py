@@ -150,10 +150,11 @@ class ScoringConfig(_Model):
     grade_files: dict[str, str] | None = None
     """Held-out files laid over the grading copy: a path in the copy -> a file or folder outside
     the workspace (checked by ``scoring.heldout.check_grade_files``)."""
-    order: Literal["auto", "failing_first", "all"] = "auto"
+    order: Literal["auto", "failing_first", "progress_first", "all"] = "auto"
     """``failing_first``: a candidate first runs the tests its parent failed and stops at the
-    first still failing (a partial node), the rest only if they all pass; ``all``: full runs;
-    ``auto``: failing_first in a repair search (the root fails tests), else all
+    first still failing (a partial node), the rest only if they all pass; ``progress_first``:
+    all of them, the rest if any passes now; ``all``: full runs;
+    ``auto``: progress_first in a repair search (the root fails tests), else all
     (``treesearch.scoring.order``)."""
     per_test_timeout: (
         Literal["auto", "off"] | Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]

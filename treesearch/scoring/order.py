@@ -1,6 +1,6 @@
 """Failing tests first, and per-test time limits from the parent's measured durations.
 
-``scoring.order`` (``auto``, ``failing_first``, ``all``):
+``scoring.order`` (``auto``, ``failing_first``, ``progress_first``, ``all``):
 
 * ``failing_first``: a candidate first runs the tests its parent failed (a *screen*: at most
   ``SCREEN_MAX`` of them, the first in the parent's report order; pytest node ids), stopping at
@@ -10,8 +10,13 @@
   screen's result, marked *partial* (``ScoreResult.partial``): what is known (passed, failed)
   and how many tests did not run. Its score is a lower bound: every test that did not run
   counts as failed (not run is never a pass).
+* ``progress_first``: the same screen, but it runs every one of the parent's failing tests
+  (no stop), and the whole suite runs when at least one of them passes now. A candidate that
+  fixes none of them cannot score above its parent (its other tests passed in the parent at
+  best), so little is lost by leaving it partial; one that fixes some of them is fully run, and
+  a policy can climb through it to a fix that needs several edits (``failing_first`` hides it).
 * ``all``: every run is a full run (as before this option existed).
-* ``auto`` (the default): ``failing_first`` in a *repair search*, ``all`` otherwise. A repair
+* ``auto`` (the default): ``progress_first`` in a *repair search*, ``all`` otherwise. A repair
   search is one whose root state's search-test run finished with per-test results (status
   ``ok``) and has at least one failing (failed or errored) test; the app tells the scorer
   (``Scorer.repair``) once the root is scored or replayed.
@@ -46,7 +51,7 @@ from treesearch.scoring.results import Outcome, Partial, RunStatus, ScoreResult,
 from treesearch.scoring.runner import run_tests
 from treesearch.scoring.spec import TestSpec
 
-ORDERS = ("auto", "failing_first", "all")
+ORDERS = ("auto", "failing_first", "progress_first", "all")
 """Values of ``scoring.order``."""
 SCREEN_MAX = 50
 """Most parent-failing tests a screen runs (as many as a node's summary lists, so a resumed
@@ -110,8 +115,8 @@ def check_supported(spec: TestSpec, order: str, limit: PerTestTimeout, at: str) 
         if not spec.is_pytest
         else "the command's Python ignores PYTHONPATH (-I or -E), so the plugin cannot load"
     )
-    if order == "failing_first":
-        raise ConfigError(f"{at}.order: failing_first: {why} (use auto or all)")
+    if order in ("failing_first", "progress_first"):
+        raise ConfigError(f"{at}.order: {order}: {why} (use auto or all)")
     if limit.mode == "fixed":
         raise ConfigError(f"{at}.per_test_timeout: {why} (use auto or off)")
 
@@ -197,16 +202,17 @@ def run_ordered(
     workspace: str | os.PathLike[str],
     *,
     select: Sequence[str] | None = None,
+    stop: bool = True,
     timeouts: Mapping[str, Any] | None = None,
 ) -> tuple[TestRun, OrderReport | None]:
-    """Run ``spec`` with the ``pytest_order`` plugin: only the tests ``select`` names (stopping
-    at the first failure), and/or per-test ``timeouts``. The report is ``None`` when the plugin
+    """Run ``spec`` with the ``pytest_order`` plugin: only the tests ``select`` names (with
+    ``stop``: stopping at the first failure), and/or per-test ``timeouts``. The report is ``None`` when the plugin
     did not load or write (then nothing it was asked for can be assumed)."""
     with lifecycle.scratch_dir("order") as tmp:
         cfg: dict[str, Any] = {"report": str(tmp / "report.json")}
         if select is not None:
             cfg["select"] = list(select)
-            cfg["stop_on_failure"] = True
+            cfg["stop_on_failure"] = stop
         if timeouts:
             cfg["timeouts"] = dict(timeouts)
         (tmp / "order.json").write_text(json.dumps(cfg), encoding="utf-8")
@@ -229,10 +235,11 @@ def was_cut(report: OrderReport | None) -> bool:
     return report is not None and bool(report.timed_out or report.aborted)
 
 
-def screen_verdict(run: TestRun, report: OrderReport | None) -> str:
+def screen_verdict(run: TestRun, report: OrderReport | None, *, progress: bool = False) -> str:
     """What a screen run means: ``void`` (it could not screen: the plugin did not report, or
     nothing ran; run the full suite), ``full`` (it left no test out and ran every one it kept:
-    it was a full run), ``passed`` (every screened test passed: run the rest) or ``partial``."""
+    it was a full run), ``passed`` (every screened test passed, or with ``progress`` at least
+    one did: run the rest) or ``partial``."""
     if report is None or report.selected is None:
         return "void"
     if run.status is RunStatus.INVALID and not run.tests:
@@ -240,6 +247,8 @@ def screen_verdict(run: TestRun, report: OrderReport | None) -> str:
     if run.status is RunStatus.OK and report.deselected == 0 and report.ran >= report.selected:
         return "full"  # the parent failed every test: the screen left nothing out
     if run.status is RunStatus.OK and not run.failing and run.exit_code == 0:
+        return "passed"
+    if progress and run.status is RunStatus.OK and any(t.outcome.is_pass for t in run.tests):
         return "passed"
     return "partial"
 
@@ -261,6 +270,8 @@ def make_partial(
             reason = f"the screen run ended {run.status.value}" + (
                 f": {run.problem}" if run.problem else ""
             )
+        elif first and report is not None and report.ran >= (report.selected or 0) > 1:
+            reason = f"none of the {report.selected} tests that failed in the parent passes now"
         elif first:
             reason = f"{first} failed in the parent and still fails"
         else:

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 
 def screen_for(scorer: Scorer, parent: TestRun | None) -> tuple[str, ...]:
     """The tests a child of ``parent`` screens on (none: no screen)."""
-    screening = scorer.order == "failing_first" or (scorer.order == "auto" and scorer.repair)
+    screening = scorer.order in ("failing_first", "progress_first") or (
+        scorer.order == "auto" and scorer.repair
+    )
     if not screening or not O.supports(scorer.search_spec):
         return ()
     return O.screen_ids(parent)
@@ -87,14 +89,17 @@ def evaluate(
     left = time_limit
     if screen:
         used = _clipped(spec, left)
-        run, report = O.run_ordered(used, workspace, select=screen, timeouts=limits)
+        progress = scorer.order != "failing_first"  # progress_first, or auto in a repair search
+        run, report = O.run_ordered(
+            used, workspace, select=screen, stop=not progress, timeouts=limits
+        )
         scorer.test_runs += 1
         runs += 1
         if parent is not None and spec.reruns:
             run, reruns = recheck_changed(used, workspace, run, parent)
             scorer.test_runs += reruns
             runs += reruns
-        verdict = O.screen_verdict(run, report)
+        verdict = O.screen_verdict(run, report, progress=progress)
         if verdict == "full":
             return _keep(scorer, run, report, used, tree, fingerprint, environment, time_limit)
         if verdict == "partial" or (

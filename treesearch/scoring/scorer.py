@@ -82,7 +82,8 @@ class Scorer:
         self.cache_hits = 0
         """Results served from the cache."""
         self.order = O.check_order(order, "Scorer.order")
-        """``scoring.order``: ``auto``, ``failing_first`` or ``all`` (see ``scoring.order``)."""
+        """``scoring.order``: ``auto``, ``failing_first``, ``progress_first`` or ``all`` (see
+        ``scoring.order``)."""
         self.per_test_timeout = (
             per_test_timeout
             if isinstance(per_test_timeout, O.PerTestTimeout)
@@ -92,7 +93,8 @@ class Scorer:
         O.check_supported(search_spec, self.order, self.per_test_timeout, "scoring")
         self.repair: bool | None = None
         """Whether the search is a repair search (its root fails tests): with ``order: auto``
-        children are screened failing-first only when True (the app sets it from the root)."""
+        children are screened (``progress_first``) only when True (the app sets it from the
+        root)."""
 
     @classmethod
     def from_config(

@@ -172,6 +172,9 @@ def test_same_seed_gives_byte_identical_graph_and_other_seed_may_differ(tmp_path
 def test_transposition_two_strategies_same_files_one_node_one_test_run(tmp_path: Path) -> None:
     proj = make_project(tmp_path)
     cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False, budget={"expansions": 5})
+    # Pinned to full runs: this counts one test run per state; under the default (auto: a
+    # repair search screens progress_first) a child that fixes a failing test costs two.
+    cfg["scoring"]["order"] = "all"
     out = run(cfg, tmp_path)
     g = out.graph
     root = g.graph["root"]

@@ -270,7 +270,12 @@ def make_partial(
             reason = f"the screen run ended {run.status.value}" + (
                 f": {run.problem}" if run.problem else ""
             )
-        elif first and report is not None and report.ran >= (report.selected or 0) > 1:
+        elif (
+            first
+            and report is not None
+            and report.ran >= (report.selected or 0) > 1
+            and not any(t.outcome.is_pass for t in run.tests)
+        ):
             reason = f"none of the {report.selected} tests that failed in the parent passes now"
         elif first:
             reason = f"{first} failed in the parent and still fails"

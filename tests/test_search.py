@@ -119,6 +119,10 @@ def run(cfg: dict[str, Any], tmp_path: Path) -> Any:
 def test_policy_builds_the_golden_graph(tmp_path: Path, policy: str, params: dict) -> None:
     proj = make_project(tmp_path)
     cfg = config(tmp_path, proj, policy=policy, params=params, stop_on_perfect=False)
+    # Pinned: the golden graphs were recorded with full runs only. The calc root fails tests (a
+    # repair search), so the default order (auto) would screen failing tests first and mark
+    # partial nodes; test_failing_first_builds_its_golden_graph covers that order.
+    cfg["scoring"]["order"] = "all"
     out = run(cfg, tmp_path)
     got = to_json(out.graph, stable=True)
     golden = GOLDEN / f"calc-{policy}.json"
@@ -132,6 +136,24 @@ def test_policy_builds_the_golden_graph(tmp_path: Path, policy: str, params: dic
     for a, e in zip(actual["nodes"], expected["nodes"], strict=True):
         assert a == e, f"node #{e['order']} differs"
     assert actual["edges"] == expected["edges"]
+    assert got == golden.read_text()
+
+
+@pytest.mark.parametrize("policy,params", [("best_first", {}), ("mcts", {"c": 1.0})])
+def test_failing_first_builds_its_golden_graph(tmp_path: Path, policy: str, params: dict) -> None:
+    """scoring.order failing_first on the calc repair search: partial nodes, in a graph that
+    the same seed rebuilds byte for byte."""
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj, policy=policy, params=params, stop_on_perfect=False)
+    cfg["scoring"]["order"] = "failing_first"
+    out = run(cfg, tmp_path)
+    got = to_json(out.graph, stable=True)
+    golden = GOLDEN / f"calc-{policy}-failing_first.json"
+    if os.environ.get("TREESEARCH_UPDATE_GOLDEN"):
+        golden.write_text(got)
+    partial = [n for n, d in out.graph.nodes(data=True) if d.get("partial")]
+    assert partial, "the screen should leave some nodes partial"
+    assert out.best not in partial
     assert got == golden.read_text()
 
 
@@ -150,6 +172,9 @@ def test_same_seed_gives_byte_identical_graph_and_other_seed_may_differ(tmp_path
 def test_transposition_two_strategies_same_files_one_node_one_test_run(tmp_path: Path) -> None:
     proj = make_project(tmp_path)
     cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False, budget={"expansions": 5})
+    # Pinned to full runs: this counts one test run per state; under the default (auto: a
+    # repair search screens progress_first) a child that fixes a failing test costs two.
+    cfg["scoring"]["order"] = "all"
     out = run(cfg, tmp_path)
     g = out.graph
     root = g.graph["root"]

@@ -36,6 +36,7 @@ from treesearch.runs.cleanup import claim_copy, copy_note, make_workspace_copy
 from treesearch.runs.resolved import check_runs_dir, check_workspace, resolved_config, store_home
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.heldout import check_grade_files, grade_in_copy
+from treesearch.scoring.order import is_repair
 from treesearch.search import graph as G
 from treesearch.search.budget import Budget, Usage, explain_stop
 from treesearch.search.controller import Controller, SearchResult, Strategy, one_line
@@ -331,6 +332,9 @@ def _search_scored(
         if pool is not None:
             pool.close(kill=True)
         raise
+    # scoring.order auto: failing-first screens in a repair search (its root fails tests).
+    g = controller.graph
+    scorer.repair = g is not None and is_repair(g.nodes[G.root_of(g)].get("tests"))
     done = controller.usage.expansions
     try:
         result = controller.run()
@@ -450,6 +454,11 @@ def _finish(
         "edges": g.number_of_edges(),
         "noops": sum(len(d["noops"]) for _, d in g.nodes(data=True)),
         "agent_errors": agent_errors(g),
+        "scoring_order": {  # failing tests first: what was in force, and how many nodes it left
+            "order": cfg.scoring.order,
+            "repair_search": bool(scorer.repair),
+            "partial_nodes": sum(1 for _, d in g.nodes(data=True) if d.get("partial")),
+        },
         "isolation": isolation.describe(),
         "warm": scorer.warm.describe(),
         "seconds": round(seconds, 3),

@@ -157,6 +157,17 @@ class ScoringConfig(_Model):
     warm: Literal["auto", "on", "off"] = "auto"
     """pytest runs forked from a warm server (``scoring.warm``): ``auto`` where safe, the first
     run checked against a cold one; ``on`` where safe, unchecked; ``off`` always cold."""
+    order: Literal["auto", "failing_first", "progress_first", "all"] = "auto"
+    """``failing_first``: a candidate first runs the tests its parent failed and stops at the
+    first still failing (a partial node), the rest only if they all pass; ``progress_first``:
+    all of them, the rest if any passes now; ``all``: full runs;
+    ``auto``: progress_first in a repair search (the root fails tests), else all
+    (``treesearch.scoring.order``)."""
+    per_test_timeout: (
+        Literal["auto", "off"] | Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
+    ) = "auto"
+    """Limit of each test's call phase: ``auto`` (max(2 s, 20 x its duration in the parent's
+    run)), ``off``, or seconds for every test (pytest only)."""
 
     @field_validator("search_tests", mode="before")
     @classmethod

@@ -514,8 +514,10 @@ class FunctionScorer:
         *,
         parent: Any = None,
         time_limit: float | None = None,
+        max_runs: int | None = None,
     ) -> ScoreResult:
-        """Score the files under ``workspace`` (``parent`` and ``time_limit`` are ignored)."""
+        """Score the files under ``workspace`` (``parent``, ``time_limit`` and ``max_runs`` are
+        ignored: one call is one run)."""
         known = self._memo.get(tree) if tree is not None and self.cache else None
         cached = known is not None
         if known is not None:

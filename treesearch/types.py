@@ -302,9 +302,11 @@ class StateScorer(Protocol):
         *,
         parent: ScoreResult | TestRun | None = None,
         time_limit: float | None = None,
+        max_runs: int | None = None,
     ) -> ScoreResult:
         """Score the workspace (whose tree hash is ``tree``, when known: enables a cache);
-        ``parent`` is the parent state's result, ``time_limit`` cuts the run short."""
+        ``parent`` is the parent state's result, ``time_limit`` cuts the run short,
+        ``max_runs`` caps the test runs this call may make (a test-run budget; at least 1)."""
         ...
 
 

@@ -13,6 +13,8 @@
 * ``Scorer`` scores states with the search tests and grades final states with held-out tests;
   ``ScoreCache`` keeps runs by (tree hash, spec fingerprint, environment key: ``envkey``) in
   SQLite, shared by processes.
+* ``order``: failing tests first (``scoring.order``: a screen leaves a ``Partial`` result) and
+  per-test time limits from the parent's durations (``scoring.per_test_timeout``).
 * ``score_workspace`` is the entry point for the ``treesearch score`` command.
 * ``warm.WarmRunner`` (``scoring.warm``) runs pytest commands forked from a warm server where
   that gives the result of a cold run, and says when it falls back to cold runs.
@@ -35,6 +37,7 @@ from treesearch.scoring.grading import (
 from treesearch.scoring.results import (
     Grade,
     Outcome,
+    Partial,
     RunStatus,
     ScoreResult,
     TestCase,
@@ -49,6 +52,7 @@ __all__ = [
     "CacheEntry",
     "Grade",
     "Outcome",
+    "Partial",
     "PassFraction",
     "Resolved",
     "RunStatus",

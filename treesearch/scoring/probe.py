@@ -21,6 +21,11 @@ from treesearch.scoring import pytest_probe
 
 MODULE = "_treesearch_pytest_probe"
 """Module name the plugin is loaded under."""
+ORDER_MODULE = "_treesearch_pytest_order"
+"""Module name ``pytest_order`` is loaded under (when the run's env holds ``ORDER_ENV``)."""
+ORDER_ENV = "TREESEARCH_PYTEST_ORDER"
+"""``pytest_order.ENV`` (that module imports pytest, so treesearch never imports it)."""
+_ORDER_FILE = Path(__file__).with_name("pytest_order.py")
 _MAX_PROBE_BYTES = 16 * 1024 * 1024
 
 # Interpreter options that make Python ignore PYTHONPATH (-I isolated, -E no environment): with
@@ -67,20 +72,26 @@ def probe_env(
     """The variables that load the probe into pytest (empty when it cannot be loaded).
 
     ``env`` is what the spec sets, ``inherited`` the environment the command inherits; the
-    plugin gives the tests ``PYTEST_PLUGINS`` and ``PYTHONPATH`` back as they were.
+    plugin gives the tests ``PYTEST_PLUGINS`` and ``PYTHONPATH`` back as they were. When ``env``
+    holds ``ORDER_ENV`` (a screen or per-test limits, see ``scoring.order``), that
+    plugin is copied beside the probe and loaded too.
     """
     if _isolated(command):
         return {}
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(Path(pytest_probe.__file__), folder / f"{MODULE}.py")
     out: dict[str, str] = {pytest_probe.ENV_FILE: str(out_file)}
+    plugins = MODULE
+    if ORDER_ENV in env:  # selection, stop at first failure, per-test limits
+        shutil.copyfile(_ORDER_FILE, folder / f"{ORDER_MODULE}.py")
+        plugins = f"{ORDER_MODULE},{MODULE}"
     for name, saved in (
         ("PYTEST_PLUGINS", pytest_probe.ENV_PLUGINS),
         ("PYTHONPATH", pytest_probe.ENV_PATH),
     ):
         before = env.get(name, inherited.get(name))
         if name == "PYTEST_PLUGINS":
-            out[name] = f"{before},{MODULE}" if before else MODULE
+            out[name] = f"{before},{plugins}" if before else plugins
         else:
             out[name] = f"{folder}{os.pathsep}{before}" if before else str(folder)
         if before is not None:

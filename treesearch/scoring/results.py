@@ -332,6 +332,23 @@ class Grade:
 
 
 @dataclass(frozen=True)
+class Partial:
+    """What a failing-first screen (``scoring.order``) left unknown about a state: its run
+    holds only the tests the screen ran."""
+
+    not_run: int
+    """Tests of the whole suite that did not run: their outcome is unknown (never a pass)."""
+    reason: str
+    """Why the rest did not run (e.g. the first screened test that still fails)."""
+    durations: Mapping[str, float] = field(default_factory=dict, compare=False)
+    """Measured durations (seconds) inherited from the parent for the tests that did not run
+    (per-test limits of this state's children); kept in memory only."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"not_run": self.not_run, "reason": self.reason}
+
+
+@dataclass(frozen=True)
 class ScoreResult:
     """A scored test run, as the search and the CLI see it."""
 
@@ -353,6 +370,9 @@ class ScoreResult:
     """True when the run came from the score cache instead of running the tests."""
     held_out: bool = False
     """True for a grade computed with the held-out ``grade_tests`` (never shown to the search)."""
+    partial: Partial | None = None
+    """Set when only a failing-first screen ran (``scoring.order``): ``run`` then holds only
+    the screened tests, and ``score`` is a lower bound (tests not run count as failed)."""
 
     @property
     def status(self) -> RunStatus:
@@ -364,8 +384,18 @@ class ScoreResult:
         return [(t.id, t.outcome.value + (" (flaky)" if t.flaky else "")) for t in self.run.tests]
 
     def feedback(self, max_chars: int = 6000) -> str:
-        """Text for an agent (see ``TestRun.feedback``). Do not show held-out results to it."""
-        return self.run.feedback(max_chars)
+        """Text for an agent (see ``TestRun.feedback``). Do not show held-out results to it.
+        A partial result says first what is known and what is not."""
+        if self.partial is None:
+            return self.run.feedback(max_chars)
+        run = self.run
+        known_pass = sum(1 for t in run.tests if t.outcome.is_pass)
+        head = (
+            "Partial result (failing tests first): only tests that failed in the parent state "
+            f"ran; {self.partial.reason}. Known: {known_pass} passed, {len(run.failing)} failed; "
+            f"{self.partial.not_run} other test(s) did not run (their outcome is unknown)."
+        )
+        return head + "\n" + run.feedback(max(0, max_chars - len(head) - 1))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict."""
@@ -380,6 +410,7 @@ class ScoreResult:
             "held_out": self.held_out,
             "details": dict(self.details),
             "run": self.run.to_dict(),
+            **({"partial": self.partial.to_dict()} if self.partial is not None else {}),
         }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from treesearch import lifecycle
 from treesearch.errors import ConfigError, ScoringError
+from treesearch.scoring import order as O
 from treesearch.scoring.cache import ScoreCache
 from treesearch.scoring.envkey import Memo, check_cache_inputs, environment_key
 from treesearch.scoring.grading import ScoreFunction, make_score
@@ -33,6 +34,8 @@ _SCORER_KEYS = (
     "cache_inputs",
     "grade_files",
     "warm",
+    "order",
+    "per_test_timeout",
 )
 """``grade_files`` is read by ``heldout.check_grade_files`` (the app), not by ``Scorer``."""
 
@@ -59,6 +62,8 @@ class Scorer:
         grade_score: ScoreLike | None = None,
         cache_inputs: Sequence[str] = (),
         warm: str = "off",
+        order: str = "auto",
+        per_test_timeout: O.PerTestTimeout | str | float = "auto",
     ) -> None:
         self.search_spec = search_spec
         """Spec of the tests that steer the search."""
@@ -84,6 +89,21 @@ class Scorer:
         self.warm = WarmRunner(warm)
         """The warm pytest runner (``scoring.warm``; ``off``: every run is cold). Its servers
         live until ``close``."""
+
+        self.order = O.check_order(order, "Scorer.order")
+        """``scoring.order``: ``auto``, ``failing_first``, ``progress_first`` or ``all`` (see
+        ``scoring.order``)."""
+        self.per_test_timeout = (
+            per_test_timeout
+            if isinstance(per_test_timeout, O.PerTestTimeout)
+            else O.PerTestTimeout.parse(per_test_timeout, "Scorer.per_test_timeout")
+        )
+        """``scoring.per_test_timeout``: per-test limits of search runs."""
+        O.check_supported(search_spec, self.order, self.per_test_timeout, "scoring")
+        self.repair: bool | None = None
+        """Whether the search is a repair search (its root fails tests): with ``order: auto``
+        children are screened (``progress_first``) only when True (the app sets it from the
+        root)."""
 
     def close(self) -> None:
         """End the warm runner's servers (a new run starts them again)."""
@@ -141,8 +161,21 @@ class Scorer:
             warm = "on" if warm else "off"
         if warm not in WARM_MODES:
             raise ConfigError(f"{at}.warm: must be one of {', '.join(WARM_MODES)}, got {warm!r}")
+        order = O.check_order(d.get("order", "auto"), f"{source}: {key('order')}")
+        limit = O.PerTestTimeout.parse(
+            d.get("per_test_timeout", "auto"), f"{source}: {key('per_test_timeout')}"
+        )
+        O.check_supported(search, order, limit, f"{source}: {where or 'scoring'}")
         return cls(
-            search, score, grade, cache, grade_score=grade_score, cache_inputs=inputs, warm=warm
+            search,
+            score,
+            grade,
+            cache,
+            grade_score=grade_score,
+            cache_inputs=inputs,
+            order=order,
+            per_test_timeout=limit,
+            warm=warm,
         )
 
     def score(
@@ -152,16 +185,38 @@ class Scorer:
         *,
         parent: TestRun | ScoreResult | None = None,
         time_limit: float | None = None,
+        max_runs: int | None = None,
     ) -> ScoreResult:
         """Score the workspace with the search tests.
 
         ``tree`` is the workspace's tree hash (enables the cache). ``parent`` is the run of the
         parent state: with ``reruns`` in the spec, tests whose outcome differs from it are
-        re-run and flaky ones marked. ``time_limit`` (seconds) cuts the run earlier than the
-        spec's timeout (a search's wall-clock budget); a run cut by it is not cached.
+        re-run and flaky ones marked; with ``order`` failing-first its failing tests are run
+        first (``ScoreResult.partial`` when they did not all pass), and its durations set the
+        per-test limits (``per_test_timeout: auto``). ``time_limit`` (seconds) cuts the run
+        earlier than the spec's timeout (a search's wall-clock budget); a run cut by it is not
+        cached. ``max_runs`` caps the test runs of this call (a test-run budget): a screen
+        that passed with no run left stays partial.
         """
+        parent_result = parent if isinstance(parent, ScoreResult) else None
         if isinstance(parent, ScoreResult):
             parent = parent.run
+        from treesearch.scoring import ordered  # it builds on this module
+
+        screen = ordered.screen_for(self, parent)
+        limits = ordered.limits_for(self, workspace, parent_result)
+        if screen or limits is not None:
+            return ordered.evaluate(
+                self,
+                workspace,
+                tree,
+                parent_result,
+                parent,
+                screen,
+                limits,
+                time_limit=time_limit,
+                max_runs=max_runs,
+            )
         return self._evaluate(
             self.search_spec,
             self.score_fn,

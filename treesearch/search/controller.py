@@ -23,6 +23,7 @@ import networkx as nx
 
 from treesearch.agents import Agent, AgentContext, AgentResult, AgentStatus, run_agent
 from treesearch.errors import SearchError
+from treesearch.scoring import order as scoring_order
 from treesearch.scoring.results import ScoreResult
 from treesearch.search import graph as G
 from treesearch.search.batch import dispatched
@@ -195,7 +196,14 @@ class Controller:
         left = self.time_left()
         if left is not None and left <= 0:
             return None
-        result = self.scorer.score(self.store.workspace, tree=tree, parent=parent, time_limit=left)
+        runs_left = remaining(self.budget, self.usage)["test_runs"]
+        result = self.scorer.score(
+            self.store.workspace,
+            tree=tree,
+            parent=parent,
+            time_limit=left,
+            max_runs=None if runs_left is None else max(int(runs_left), 1),
+        )
         spec = self.scorer.search_spec
         limited = left is not None and spec is not None and left < spec.timeout
         if limited and result.run.timed_out and not result.cached:
@@ -347,7 +355,7 @@ class Controller:
             k,
             result,
             capture,
-            lambda child, parent: self._score(child, self.scores.get(parent)),
+            lambda child, parent: self._score(child, self._parent_result(parent)),
             lambda: (self.scorer.test_runs - runs0, self.scorer.cache_hits - hits0),
             timing,
             t_start,
@@ -397,7 +405,8 @@ class Controller:
             time_left=None,
             test_runs=test_runs,
             known=frozenset(self._g().nodes),
-            parent_score=self.scores.get(choice.node),
+            parent_score=self._parent_result(choice.node),
+            repair=getattr(self.scorer, "repair", None),
         )
 
     def timed(self, task: Task) -> Task:
@@ -475,6 +484,7 @@ class Controller:
                 "tests": _summary(scored),
                 "commit": snap.commit,
                 "diff_size": _diff_size(whole),
+                **({"partial": True} if scored.partial is not None else {}),
             }
             timing.bookkeeping += time.perf_counter() - t
         t = time.perf_counter()
@@ -549,6 +559,14 @@ class Controller:
         if self.error_streak and error_key(self.error_streak[-1]) != error_key(reason):
             self.error_streak = []
         self.error_streak.append(reason)
+
+    def _parent_result(self, parent: str) -> ScoreResult | None:
+        """The parent's result (after a resume, rebuilt from its node's test summary: what a
+        failing-first screen needs of it)."""
+        found = self.scores.get(parent)
+        if found is None and self.graph is not None and parent in self.graph:
+            found = scoring_order.from_summary(parent, self.graph.nodes[parent].get("tests"))
+        return found
 
     def _g(self) -> nx.DiGraph:
         if self.graph is None:
@@ -657,6 +675,10 @@ def _summary(result: ScoreResult) -> dict[str, Any]:
     if run.status.value != "ok" and run.problem:  # a broken test run says why, wherever shown
         out["problem"] = run.problem[:500]
         out["summary"] = f"{counts} ({run.status.value}: {run.problem[:200]})"
+    marks = scoring_order.summary_marks(result)  # a failing-first screen: what is known
+    if marks:
+        out.update(marks)
+        out["summary"] = f"{out['summary']}; partial: {marks['not_run']} not run"
     return out
 
 

@@ -27,6 +27,7 @@ NODE_FIELDS = (
     "noops",  # expansions from here that changed nothing or came back to an ancestor
     "errors",  # expansions from here whose agent failed and left no new state (with the reason)
     "diff_size",  # changed lines from the root (tie-breaker for the final answer)
+    "partial",  # only on nodes scored by a failing-first screen alone (scoring.order): True
 )
 VOLATILE_NODE = ("commit",)
 VOLATILE_EDGE = ("seconds",)
@@ -137,9 +138,25 @@ def path_to(g: nx.DiGraph, node: str) -> list[str]:
     return best[::-1]
 
 
+def is_partial(g: nx.DiGraph, n: str) -> bool:
+    """True for a node whose tests ran only in part (a failing-first screen that did not pass):
+    its score is a lower bound, and it is never the final answer."""
+    return bool(g.nodes[n].get("partial"))
+
+
+def rank(g: nx.DiGraph, n: str) -> tuple[float, int]:
+    """Sort key of a node for the policies, best first: the higher score, then a fully-run node
+    before a partial one with the same score (the same known passes)."""
+    s = g.nodes[n].get("score")
+    return (-(-1.0 if s is None else float(s)), 1 if is_partial(g, n) else 0)
+
+
 def best_node(g: nx.DiGraph) -> str:
-    """Highest score; ties go to the smaller diff from the root, then the earlier find."""
-    scored = [n for n, d in g.nodes(data=True) if d.get("score") is not None]
+    """The final answer: the highest-scoring fully-run node; ties go to the smaller diff from
+    the root, then the earlier find. Partial nodes (``is_partial``) never are."""
+    scored = [
+        n for n, d in g.nodes(data=True) if d.get("score") is not None and not d.get("partial")
+    ]
     if not scored:
         return root_of(g)
     return min(

@@ -115,6 +115,8 @@ class Task:
     known: frozenset[str]
     """The graph's nodes when the expansion was chosen: a state among them is not scored."""
     parent_score: ScoreResult | None = None
+    repair: bool | None = None
+    """Whether the search is a repair search (``Scorer.repair``: failing-first screens)."""
 
 
 @dataclass
@@ -505,8 +507,14 @@ def expand(task: Task, store: ShadowStore, scorer: Scorer, spec: WorkerSpec) -> 
         remaining = left()
         if remaining is not None and remaining <= 0:
             return Outcome(task.k, cut=True)
+        scorer.repair = task.repair
+        share = None if task.test_runs is None else max(task.test_runs - agent_runs, 1)
         scored = scorer.score(
-            store.workspace, tree=child, parent=task.parent_score, time_limit=remaining
+            store.workspace,
+            tree=child,
+            parent=task.parent_score,
+            time_limit=remaining,
+            max_runs=share,
         )
         spec_ = scorer.search_spec
         limited = remaining is not None and spec_ is not None and remaining < spec_.timeout

@@ -17,7 +17,7 @@ from functools import partial
 
 import networkx as nx
 
-from treesearch.search.graph import path_to, root_of
+from treesearch.search.graph import path_to, rank, root_of
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,9 @@ def best_first(
     strategies: Mapping[str, int],
     max_depth: int | None = None,
 ) -> Choice | None:
-    """Greedy: the highest-scoring node with something left to try (ties: earlier found)."""
-    return _first_by(g, strategies, max_depth, lambda n: (-_score(g, n), g.nodes[n]["order"]))
+    """Greedy: the highest-scoring node with something left to try (ties: a fully-run node before
+    a partial one, then the earlier found)."""
+    return _first_by(g, strategies, max_depth, lambda n: (*rank(g, n), g.nodes[n]["order"]))
 
 
 def beam(
@@ -115,7 +116,7 @@ def beam(
     root = root_of(g)
     layer = [root]
     while layer:
-        ranked = sorted(layer, key=lambda n: (-_score(g, n), g.nodes[n]["order"]))[: int(width)]
+        ranked = sorted(layer, key=lambda n: (*rank(g, n), g.nodes[n]["order"]))[: int(width)]
         for n in ranked:
             untried = _untried(g, n, strategies, max_depth)
             if untried:

@@ -1,0 +1,501 @@
+"""scoring.order (failing tests first) and per-test time limits: real pytest runs in real
+workspaces, a real search, the policies' ranking of partial nodes."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import pytest
+
+from treesearch.app import resume, run_from_config
+from treesearch.config import validate
+from treesearch.errors import ConfigError
+from treesearch.scoring import ScoreCache, Scorer, TestSpec
+from treesearch.scoring.envkey import environment_key
+from treesearch.scoring.order import TIMEOUT_MARK, is_repair
+from treesearch.scoring.results import RunStatus
+from treesearch.search import graph as G
+from treesearch.search.events import replay
+from treesearch.search.policies import beam, best_first
+
+BUGS = Path(__file__).resolve().parent.parent / "experiments" / "bugs"
+ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+# Four functions, four tests; a conftest logs every test it starts and every pytest session to
+# the file named by ORDER_LOG (outside the workspace), so a test can see what ran, in order.
+CONFTEST = """\
+import os
+
+
+def _log(line):
+    path = os.environ.get("ORDER_LOG")
+    if path:
+        with open(path, "a") as handle:
+            handle.write(line + "\\n")
+
+
+def pytest_sessionstart(session):
+    _log("session")
+
+
+def pytest_runtest_setup(item):
+    _log(item.name)
+"""
+TESTS = """\
+from m import a, b, c, d
+
+
+def test_a():
+    assert a() == 1
+
+
+def test_b():
+    assert b() == 2
+
+
+def test_c():
+    assert c() == 3
+
+
+def test_d():
+    assert d() == 4
+"""
+
+
+def module(a: int = 0, b: int = 2, c: int = 0, d: int = 4) -> str:
+    """``m.py`` whose functions return these values (the right ones are 1, 2, 3, 4)."""
+    return "".join(
+        f"def {n}():\n    return {v}\n\n\n" for n, v in zip("abcd", (a, b, c, d), strict=True)
+    )
+
+
+def make_suite(root: Path, **values: int) -> Path:
+    ws = root / "suite"
+    (ws / "tests").mkdir(parents=True)
+    (ws / "m.py").write_text(module(**values))
+    (ws / "tests" / "test_m.py").write_text(TESTS)
+    (ws / "tests" / "conftest.py").write_text(CONFTEST)
+    (ws / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    return ws
+
+
+def spec_for(log: Path | None = None, **kw: Any) -> TestSpec:
+    env = dict(ENV)
+    if log is not None:
+        env["ORDER_LOG"] = str(log)
+    # A command that names its folder: the screen must still run only the chosen tests.
+    return TestSpec(command=f"{sys.executable} -m pytest -q tests", timeout=120, env=env, **kw)
+
+
+def logged(log: Path) -> list[str]:
+    lines = log.read_text().splitlines() if log.exists() else []
+    log.write_text("")
+    return lines
+
+
+# ------------------------------------------------------------------------ the order of runs
+
+
+def test_screen_runs_parent_failures_first_and_stops_at_the_first_still_failing(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "order.log"
+    ws = make_suite(tmp_path)  # a and c wrong: test_a and test_c fail
+    scorer = Scorer(spec_for(log), order="failing_first")
+    root = scorer.score(ws)
+    assert [t.id for t in root.run.failing] == [
+        "tests/test_m.py::test_a",
+        "tests/test_m.py::test_c",
+    ]
+    assert root.partial is None
+    assert logged(log) == ["session", "test_a", "test_b", "test_c", "test_d"]
+
+    # Nothing fixed: the screen stops at test_a, the first of the parent's failures.
+    runs = scorer.test_runs
+    same = scorer.score(ws, parent=root)
+    assert logged(log) == ["session", "test_a"]
+    assert scorer.test_runs == runs + 1
+    assert same.partial is not None
+    assert [t.id for t in same.run.tests] == ["tests/test_m.py::test_a"]
+    assert same.partial.not_run == 3
+    assert "test_a failed in the parent and still fails" in same.partial.reason
+    assert same.score == 0.0 and not same.resolved
+
+    # a fixed, c not: test_a passes, test_c still fails; the rest never runs.
+    (ws / "m.py").write_text(module(a=1))
+    half = scorer.score(ws, parent=root)
+    assert logged(log) == ["session", "test_a", "test_c"]
+    assert half.partial is not None and half.partial.not_run == 2
+    assert [(t.name, t.outcome.value) for t in half.run.tests] == [
+        ("test_a", "passed"),
+        ("test_c", "failed"),
+    ]
+    # The score is a lower bound: tests that did not run count as failed (1 of 4 known to pass).
+    assert half.score == pytest.approx(0.25)
+    feedback = half.feedback()
+    assert "Known: 1 passed, 1 failed; 2 other test(s) did not run" in feedback
+    assert "FAILED tests/test_m.py::test_c" in feedback
+
+
+def test_second_phase_runs_the_whole_suite_only_when_every_screened_test_passes(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "order.log"
+    ws = make_suite(tmp_path)
+    scorer = Scorer(spec_for(log), order="failing_first")
+    root = scorer.score(ws)
+    logged(log)
+    (ws / "m.py").write_text(module(a=1, c=3, b=5))  # fixes a and c, breaks b
+    runs = scorer.test_runs
+    child = scorer.score(ws, parent=root)
+    assert logged(log) == ["session", "test_a", "test_c", "session"] + [
+        "test_a",
+        "test_b",
+        "test_c",
+        "test_d",
+    ]
+    assert scorer.test_runs == runs + 2  # each pytest run counts as one
+    assert child.partial is None
+    assert child.run.totals["passed"] == 3 and [t.name for t in child.run.failing] == ["test_b"]
+    assert child.score == pytest.approx(0.75)
+
+
+def test_progress_first_runs_the_rest_when_any_parent_failure_passes_now(tmp_path: Path) -> None:
+    log = tmp_path / "order.log"
+    ws = make_suite(tmp_path)  # test_a and test_c fail
+    scorer = Scorer(spec_for(log), order="progress_first")
+    root = scorer.score(ws)
+    logged(log)
+    # Nothing fixed: both failing tests run (no stop at the first), then nothing else.
+    same = scorer.score(ws, parent=root)
+    assert logged(log) == ["session", "test_a", "test_c"]
+    assert same.partial is not None and same.partial.not_run == 2
+    assert "none of the 2 tests that failed in the parent passes now" in same.partial.reason
+    # c fixed, a not: progress, so the whole suite runs and the node is fully run (3 of 4).
+    (ws / "m.py").write_text(module(c=3))
+    runs = scorer.test_runs
+    half = scorer.score(ws, parent=root)
+    assert logged(log) == ["session", "test_a", "test_c", "session", "test_a", "test_b"] + [
+        "test_c",
+        "test_d",
+    ]
+    assert scorer.test_runs == runs + 2
+    assert half.partial is None and half.score == pytest.approx(0.75)
+
+
+def test_order_all_runs_every_test_every_time(tmp_path: Path) -> None:
+    log = tmp_path / "order.log"
+    ws = make_suite(tmp_path)
+    scorer = Scorer(spec_for(log), order="all")
+    root = scorer.score(ws)
+    logged(log)
+    child = scorer.score(ws, parent=root)
+    assert logged(log) == ["session", "test_a", "test_b", "test_c", "test_d"]
+    assert child.partial is None and scorer.test_runs == 2
+
+
+def test_auto_order_screens_only_in_a_repair_search(tmp_path: Path) -> None:
+    log = tmp_path / "order.log"
+    ws = make_suite(tmp_path)
+    scorer = Scorer(spec_for(log))  # order: auto
+    root = scorer.score(ws)
+    logged(log)
+    scorer.repair = False
+    assert scorer.score(ws, parent=root).partial is None
+    assert len(logged(log)) == 5
+    scorer.repair = True  # auto screens as progress_first: every failing test, no stop
+    assert scorer.score(ws, parent=root).partial is not None
+    assert logged(log) == ["session", "test_a", "test_c"]
+    assert is_repair({"status": "ok", "failing": ["t"]})
+    assert not is_repair({"status": "ok", "failing": []})
+    assert not is_repair({"status": "error", "failing": ["tests/test_m.py"]})
+
+
+def test_screen_with_no_run_left_in_the_budget_stays_partial(tmp_path: Path) -> None:
+    ws = make_suite(tmp_path, a=1, c=3)
+    root_ws = make_suite(tmp_path / "root")
+    scorer = Scorer(spec_for(), order="failing_first")
+    root = scorer.score(root_ws)
+    runs = scorer.test_runs
+    child = scorer.score(ws, parent=root, max_runs=1)
+    assert scorer.test_runs == runs + 1
+    assert child.partial is not None and not child.resolved
+    assert "budget" in child.partial.reason
+    assert child.score < 1.0  # a perfect score needs a full run
+    full = scorer.score(ws, parent=root, max_runs=2)
+    assert full.partial is None and full.resolved
+
+
+# ------------------------------------------------------------------------ the cache
+
+
+def test_cache_never_serves_a_screen_as_a_full_run(tmp_path: Path) -> None:
+    ws = make_suite(tmp_path)
+    spec = spec_for()
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    scorer = Scorer(spec, order="failing_first", cache=cache)
+    root = scorer.score(ws, "1" * 40)
+    (ws / "m.py").write_text(module(a=1))  # still fails test_c: a partial node
+    tree = "2" * 40
+    partial = scorer.score(ws, tree, parent=root)
+    assert partial.partial is not None
+    env = environment_key(spec.command, spec.env, ws, ())
+    assert cache.get(tree, spec.fingerprint(), env) is None
+    # A scorer that wants the full result runs the tests.
+    full = Scorer(spec, order="all", cache=cache).score(ws, tree, parent=root)
+    assert not full.cached and full.partial is None and len(full.run.tests) == 4
+    # That full result is now what a failing-first scorer gets for the same state: no screen.
+    again = Scorer(spec, order="failing_first", cache=cache)
+    served = again.score(ws, tree, parent=root)
+    assert served.cached and served.partial is None and again.test_runs == 0
+
+
+# ------------------------------------------------------------------------ per-test limits
+
+LOOP = """\
+def bisect_left(xs, target):
+    while True:
+        pass
+
+
+def contains(xs, target):
+    i = bisect_left(xs, target)
+    return i < len(xs) and xs[i] == target
+"""
+
+
+def bisect_copy(tmp_path: Path) -> Path:
+    ws = tmp_path / "arith_bisect"
+    shutil.copytree(BUGS / "arith_bisect", ws)
+    return ws
+
+
+def test_looping_candidate_fails_its_first_screened_test_on_the_per_test_limit(
+    tmp_path: Path,
+) -> None:
+    ws = bisect_copy(tmp_path)
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    spec = spec_for()
+    scorer = Scorer(spec, order="failing_first", cache=cache)
+    root = scorer.score(ws, "1" * 40)
+    assert root.status is RunStatus.OK and root.run.failing
+    (ws / "bisect_search.py").write_text(LOOP)
+    looping = scorer.score(ws, "2" * 40, parent=root)
+    # Cut on its first test by the per-test limit, not by the run's 120 s timeout.
+    assert looping.status is RunStatus.OK and not looping.run.timed_out
+    assert looping.partial is not None
+    [cut] = looping.run.tests
+    assert cut.outcome.value == "failed" and TIMEOUT_MARK in cut.message
+    assert cut.id == root.run.failing[0].id
+    assert "per-test time limit" in looping.run.problem
+    assert looping.score == 0.0
+    # A full run with a cut test is not cached either (another limit could let it finish).
+    full = Scorer(spec, order="all", cache=cache).score(ws, "2" * 40, parent=root)
+    assert not full.cached and full.partial is None
+    assert all(TIMEOUT_MARK in t.message for t in full.run.tests if t.outcome.is_failure)
+    assert sum(1 for t in full.run.tests if TIMEOUT_MARK in t.message) == 4  # every test loops
+    env = environment_key(spec.command, spec.env, ws, ())
+    assert cache.get("2" * 40, spec.fingerprint(), env) is None
+
+
+def test_per_test_limit_off_leaves_a_loop_to_the_run_timeout(tmp_path: Path) -> None:
+    ws = bisect_copy(tmp_path)
+    scorer = Scorer(replace_timeout(spec_for(), 3), order="all", per_test_timeout="off")
+    root = scorer.score(ws)
+    (ws / "bisect_search.py").write_text(LOOP)
+    looping = scorer.score(ws, parent=root)
+    assert looping.status is RunStatus.TIMEOUT and looping.score == 0.0
+
+
+def replace_timeout(spec: TestSpec, seconds: float) -> TestSpec:
+    from dataclasses import replace
+
+    return replace(spec, timeout=seconds)
+
+
+SWALLOW = """\
+def test_swallows_everything():
+    while True:
+        try:
+            while True:
+                pass
+        except BaseException:
+            pass
+"""
+
+
+def test_a_test_that_swallows_its_timeout_stops_pytest_and_is_never_a_pass(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    (ws / "tests").mkdir(parents=True)
+    (ws / "tests" / "test_swallow.py").write_text(SWALLOW)
+    scorer = Scorer(spec_for(), per_test_timeout=0.5)  # a fixed limit: even without a parent
+    result = scorer.score(ws)
+    assert result.status is not RunStatus.OK
+    assert result.score == 0.0 and not result.resolved
+    assert TIMEOUT_MARK in result.run.output
+    assert "swallowed the timeout" in result.run.problem
+
+
+# ------------------------------------------------------------------------ config
+
+
+def test_config_rejects_an_order_or_limit_the_test_command_cannot_honour(tmp_path: Path) -> None:
+    base = {
+        "workspace": {"path": str(tmp_path)},
+        "strategies": {"s": {"kind": "scripted", "steps": []}},
+    }
+    with pytest.raises(ConfigError, match=r"scoring.order: must be"):
+        validate({**base, "scoring": {"order": "fast"}}, source="c.yaml", base_dir=tmp_path)
+    generic = {"search_tests": {"command": "make test"}}
+    with pytest.raises(
+        ConfigError, match=r"c.yaml: scoring.order: failing_first: it needs a pytest"
+    ):
+        validate(
+            {**base, "scoring": {**generic, "order": "failing_first"}},
+            source="c.yaml",
+            base_dir=tmp_path,
+        )
+    with pytest.raises(ConfigError, match=r"per_test_timeout: it needs a pytest"):
+        validate(
+            {**base, "scoring": {**generic, "per_test_timeout": 5}},
+            source="c.yaml",
+            base_dir=tmp_path,
+        )
+    with pytest.raises(ConfigError, match=r"scoring.per_test_timeout"):
+        validate({**base, "scoring": {"per_test_timeout": -1}}, source="c.yaml", base_dir=tmp_path)
+    # auto quietly falls back to full runs with another runner.
+    ok = validate({**base, "scoring": generic}, source="c.yaml", base_dir=tmp_path)
+    assert ok.config.scoring.order == "auto" and ok.config.scoring.per_test_timeout == "auto"
+
+
+# ------------------------------------------------------------------------ ranking (pure)
+
+
+def ranked_graph() -> nx.DiGraph:
+    """root (0.25) -> partial P (0.5, found first) and full F (0.5); partial Q (0.75)."""
+    g = G.new_graph("root", commit=None, score=0.25, tests={"status": "ok"})
+    for name, score, partial in (("P", 0.5, True), ("F", 0.5, False), ("Q", 0.75, True)):
+        node: dict[str, Any] = {"score": score, "tests": {}, "diff_size": 1}
+        if partial:
+            node["partial"] = True
+        G.add_result(g, "root", name, strategy=f"s-{name}", edge={}, node=node)
+    return g
+
+
+def test_partial_node_ranks_below_a_full_node_with_the_same_score() -> None:
+    g = ranked_graph()
+    strategies = {"x": 1}
+    # Q (partial, 0.75) knows more passes than anything else: it comes first.
+    assert best_first(g, random.Random(0), strategies=strategies).node == "Q"
+    g.nodes["Q"]["tried"]["x"] = 1
+    # P and F tie on score; F is fully run, so it goes before P although P was found first.
+    assert best_first(g, random.Random(0), strategies=strategies).node == "F"
+    g.nodes["root"]["tried"]["x"] = 1
+    g.remove_node("Q")  # the beam keeps one node of the layer {P, F}: the fully-run one
+    chosen = beam(g, random.Random(0), strategies=strategies, width=1)
+    assert chosen is not None and chosen.node == "F"
+
+
+def test_final_answer_is_the_best_fully_run_node() -> None:
+    g = ranked_graph()
+    assert G.best_node(g) == "F"
+    g.remove_node("F")
+    assert G.best_node(g) == "root"  # never a partial node, whatever its score
+
+
+# ------------------------------------------------------------------------ a whole search
+
+
+def search_config(tmp_path: Path, ws: Path, log: Path, **search: Any) -> dict[str, Any]:
+    """The root (``make_suite(b=0)``) fails test_a, test_b and test_c."""
+
+    def write(**values: int) -> dict[str, Any]:
+        return {"kind": "scripted", "steps": [{"write": "m.py", "content": module(**values)}]}
+
+    return {
+        "workspace": {"path": str(ws)},
+        "store": {"home": str(tmp_path / "home")},
+        "strategies": {
+            "fix-ab": write(a=1, b=2, c=0),  # most of a fix: test_c still fails -> partial
+            "fix-abc": write(a=1, b=2, c=3),  # the whole fix
+        },
+        "scoring": {
+            "search_tests": {
+                "command": f"{sys.executable} -m pytest -q tests",
+                "timeout": 120,
+                "env": {**ENV, "ORDER_LOG": str(log)},
+            },
+            "order": "failing_first",
+        },
+        "search": {"policy": "best_first", "seed": 1, **search},
+        "output": {"runs_dir": str(tmp_path / "runs"), "instance_id": "suite"},
+    }
+
+
+def test_search_marks_partial_nodes_counts_each_run_and_ends_on_a_full_node(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "order.log"
+    ws = make_suite(tmp_path, b=0)
+    cfg = search_config(tmp_path, ws, log, budget={"expansions": 1})
+    out = run_from_config(cfg, base_dir=tmp_path)
+    g = out.graph
+    root = G.root_of(g)
+    [child] = list(g.successors(root))
+    node = g.nodes[child]
+    assert node["partial"] is True
+    tests = node["tests"]
+    assert tests["partial"] is True
+    assert (tests["known_passed"], tests["known_failed"], tests["not_run"]) == (2, 1, 1)
+    assert tests["failing"] == ["tests/test_m.py::test_c"]
+    assert "partial: 1 not run" in tests["summary"]
+    assert "partial" not in g.nodes[root] and "partial" not in g.nodes[root]["tests"]
+    # The partial child is known to pass 2 of 4 tests (0.5), the root 1 of 4 (0.25); the
+    # answer is still the root: the only fully-run node.
+    assert node["score"] == pytest.approx(0.5) and g.nodes[root]["score"] == pytest.approx(0.25)
+    assert out.best == root and out.patch == ""
+    assert out.summary["best"]["tree"] == root
+    assert (out.run_dir / "best.patch").read_text() == ""
+    assert out.summary["scoring_order"] == {
+        "order": "failing_first",
+        "repair_search": True,
+        "partial_nodes": 1,
+    }
+    sessions = logged(log).count("session")
+    assert out.usage.test_runs == sessions == 2  # the root's run and the child's screen
+    # The event log rebuilds the same marks.
+    events = [json.loads(line) for line in (out.run_dir / "events.jsonl").read_text().splitlines()]
+    rebuilt = replay(events).graph
+    assert rebuilt is not None
+    assert G.to_json(rebuilt, stable=True) == G.to_json(g, stable=True)
+
+
+def test_resumed_failing_first_search_reaches_the_graph_of_one_never_stopped(
+    tmp_path: Path,
+) -> None:
+    ref_log = tmp_path / "ref.log"
+    ref_ws = make_suite(tmp_path / "ref", b=0)
+    ref_cfg = search_config(tmp_path / "ref", ref_ws, ref_log, budget={"expansions": 4})
+    ref_cfg["search"]["stop_on_perfect"] = False
+    reference = run_from_config(ref_cfg, base_dir=tmp_path)
+    assert any(d.get("partial") for _, d in reference.graph.nodes(data=True))
+
+    log = tmp_path / "int.log"
+    ws = make_suite(tmp_path / "int", b=0)
+    cfg = search_config(tmp_path / "int", ws, log, budget={"expansions": 1})
+    cfg["search"]["stop_on_perfect"] = False
+    first = run_from_config(cfg, base_dir=tmp_path)
+    resumed = resume(first.run_dir, ["search.budget.expansions=4"])
+    assert G.to_json(resumed.graph, stable=True) == G.to_json(reference.graph, stable=True)
+    assert resumed.best == reference.best
+    assert not resumed.graph.nodes[resumed.best].get("partial")
+    assert resumed.usage.test_runs == reference.usage.test_runs
+    assert reference.graph.nodes[reference.best]["score"] == 1.0

@@ -1,0 +1,326 @@
+"""Failing tests first, and per-test time limits from the parent's measured durations.
+
+``scoring.order`` (``auto``, ``failing_first``, ``progress_first``, ``all``):
+
+* ``failing_first``: a candidate first runs the tests its parent failed (a *screen*: at most
+  ``SCREEN_MAX`` of them, the first in the parent's report order; pytest node ids), stopping at
+  the first one that still fails. Only when all of them pass does the whole suite run (a
+  second test run, which re-runs the screened tests too: the node's result is then exactly the
+  result ``all`` gives, and is cached as such). A candidate whose screen failed keeps the
+  screen's result, marked *partial* (``ScoreResult.partial``): what is known (passed, failed)
+  and how many tests did not run. Its score is a lower bound: every test that did not run
+  counts as failed (not run is never a pass).
+* ``progress_first``: the same screen, but it runs every one of the parent's failing tests
+  (no stop), and the whole suite runs when at least one of them passes now. A candidate that
+  fixes none of them cannot score above its parent (its other tests passed in the parent at
+  best), so little is lost by leaving it partial; one that fixes some of them is fully run, and
+  a policy can climb through it to a fix that needs several edits (``failing_first`` hides it).
+* ``all``: every run is a full run (as before this option existed).
+* ``auto`` (the default): ``progress_first`` in a *repair search*, ``all`` otherwise. A repair
+  search is one whose root state's search-test run finished with per-test results (status
+  ``ok``) and has at least one failing (failed or errored) test; the app tells the scorer
+  (``Scorer.repair``) once the root is scored or replayed.
+
+Screens need pytest (the runner selects tests with a small plugin, ``pytest_order``): with
+another runner, or an interpreter that ignores ``PYTHONPATH`` (``-I``), ``auto`` runs every
+test and ``failing_first`` is a config error.
+
+``scoring.per_test_timeout`` (``auto``, ``off``, or seconds): a limit on each test's call
+phase, enforced in the pytest process (SIGALRM), so that a candidate that loops fails its first
+test at once instead of costing the whole run's timeout. ``auto`` gives each test
+``max(TIMEOUT_FLOOR, TIMEOUT_FACTOR x its duration in the parent's run)``; a test the parent did
+not measure (a new test, or a parent scored before a resume) gets no per-test limit; the root
+and held-out grade runs get none. A test cut by its limit fails with a message that says so;
+a run with such a cut is not cached (another limit could let the test finish).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from treesearch import lifecycle
+from treesearch.errors import ConfigError
+from treesearch.scoring.probe import ORDER_ENV, _isolated
+from treesearch.scoring.results import Outcome, Partial, RunStatus, ScoreResult, TestCase, TestRun
+from treesearch.scoring.runner import run_tests
+from treesearch.scoring.spec import TestSpec
+
+ORDERS = ("auto", "failing_first", "progress_first", "all")
+"""Values of ``scoring.order``."""
+SCREEN_MAX = 50
+"""Most parent-failing tests a screen runs (as many as a node's summary lists, so a resumed
+search screens exactly as one that never stopped)."""
+TIMEOUT_FACTOR = 20.0
+"""``auto`` per-test limit: this many times the test's duration in the parent's run ..."""
+TIMEOUT_FLOOR = 2.0
+"""... and at least this many seconds (a loaded machine must not cut a healthy fast test)."""
+SUMMARY = "(summary)"
+"""``score_name`` of a parent rebuilt from its summary (``from_summary``): no durations."""
+TIMEOUT_MARK = "treesearch per-test timeout"
+"""Start of the failure message of a test cut by its limit (``pytest_order.TIMEOUT_MARK``)."""
+
+
+def check_order(value: Any, at: str) -> str:
+    """``scoring.order`` checked: one of ``ORDERS``."""
+    if value not in ORDERS:
+        raise ConfigError(f"{at}: must be one of {', '.join(ORDERS)}, got {value!r}")
+    return str(value)
+
+
+@dataclass(frozen=True)
+class PerTestTimeout:
+    """``scoring.per_test_timeout``: ``auto`` (from the parent's durations), ``off``, or a
+    fixed number of seconds for every test (``seconds``)."""
+
+    mode: str = "auto"
+    """``auto``, ``off`` or ``fixed``."""
+    seconds: float | None = None
+    """The limit of ``fixed``."""
+
+    @classmethod
+    def parse(cls, value: Any, at: str) -> PerTestTimeout:
+        if value in ("auto", "off"):
+            return cls(str(value))
+        if (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and 0 < value <= 366 * 86400
+        ):
+            return cls("fixed", float(value))
+        raise ConfigError(f"{at}: must be auto, off or a positive number of seconds, got {value!r}")
+
+    def to_config(self) -> str | float:
+        return self.seconds if self.mode == "fixed" and self.seconds is not None else self.mode
+
+
+def supports(spec: TestSpec) -> bool:
+    """True when runs of ``spec`` can load the ``pytest_order`` plugin."""
+    return spec.is_pytest and not _isolated(spec.command)
+
+
+def check_supported(spec: TestSpec, order: str, limit: PerTestTimeout, at: str) -> None:
+    """An explicit ``failing_first`` or fixed per-test limit that the spec cannot honour is a
+    config error (``auto`` quietly falls back to full runs without limits)."""
+    if supports(spec):
+        return
+    why = (
+        "it needs a pytest command"
+        if not spec.is_pytest
+        else "the command's Python ignores PYTHONPATH (-I or -E), so the plugin cannot load"
+    )
+    if order in ("failing_first", "progress_first"):
+        raise ConfigError(f"{at}.order: {order}: {why} (use auto or all)")
+    if limit.mode == "fixed":
+        raise ConfigError(f"{at}.per_test_timeout: {why} (use auto or off)")
+
+
+def is_repair(tests: Mapping[str, Any] | None) -> bool:
+    """Whether a root node's test summary (``tests`` of the graph's root) makes the search a
+    repair search: status ``ok`` and at least one failing test."""
+    if not tests:
+        return False
+    return tests.get("status") == "ok" and bool(tests.get("failing"))
+
+
+def screen_ids(parent: TestRun | None) -> tuple[str, ...]:
+    """The tests a child of ``parent`` screens on: the first ``SCREEN_MAX`` failing ones of an
+    OK run (a broken run's failures are not test results)."""
+    if parent is None or parent.status is not RunStatus.OK:
+        return ()
+    return tuple(t.id for t in parent.failing)[:SCREEN_MAX]
+
+
+def _cut(case: TestCase) -> bool:
+    return TIMEOUT_MARK in case.message
+
+
+def durations(result: ScoreResult | None) -> dict[str, float]:
+    """Measured durations (seconds) per test id of a state: its own run's, over those it
+    inherited from its parent when it is partial; tests cut by a limit are left out."""
+    if result is None or result.score_name == SUMMARY:
+        return {}
+    out = dict(result.partial.durations) if result.partial is not None else {}
+    out.update({t.id: t.seconds for t in result.run.tests if not _cut(t)})
+    return out
+
+
+def per_test_limits(policy: PerTestTimeout, measured: Mapping[str, float]) -> dict[str, Any] | None:
+    """The plugin's ``timeouts`` for a run (``None``: no per-test limit)."""
+    if policy.mode == "off":
+        return None
+    if policy.mode == "fixed":
+        return {"default": policy.seconds, "tests": {}}
+    if not measured:
+        return None
+    tests = {
+        test_id: round(max(TIMEOUT_FLOOR, TIMEOUT_FACTOR * max(seconds, 0.0)), 3)
+        for test_id, seconds in measured.items()
+    }
+    return {"default": None, "tests": tests}
+
+
+@dataclass(frozen=True)
+class OrderReport:
+    """What the ``pytest_order`` plugin says it did in one run."""
+
+    selected: int | None
+    """Tests kept by the screen (``None``: no screen)."""
+    deselected: int
+    """Tests the screen left out."""
+    ran: int
+    """Tests whose run protocol finished."""
+    timed_out: tuple[str, ...]
+    """Tests cut by their per-test limit."""
+    aborted: str
+    """A test that swallowed its timeout, after which pytest was stopped."""
+
+
+def _read_report(path: Path) -> OrderReport | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        selected = data.get("selected")
+        return OrderReport(
+            selected=None if selected is None else int(selected),
+            deselected=int(data.get("deselected") or 0),
+            ran=int(data.get("ran") or 0),
+            timed_out=tuple(str(x) for x in data.get("timed_out") or ()),
+            aborted=str(data.get("aborted") or ""),
+        )
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def run_ordered(
+    spec: TestSpec,
+    workspace: str | os.PathLike[str],
+    *,
+    select: Sequence[str] | None = None,
+    stop: bool = True,
+    timeouts: Mapping[str, Any] | None = None,
+) -> tuple[TestRun, OrderReport | None]:
+    """Run ``spec`` with the ``pytest_order`` plugin: only the tests ``select`` names (with
+    ``stop``: stopping at the first failure), and/or per-test ``timeouts``. The report is ``None`` when the plugin
+    did not load or write (then nothing it was asked for can be assumed)."""
+    with lifecycle.scratch_dir("order") as tmp:
+        cfg: dict[str, Any] = {"report": str(tmp / "report.json")}
+        if select is not None:
+            cfg["select"] = list(select)
+            cfg["stop_on_failure"] = stop
+        if timeouts:
+            cfg["timeouts"] = dict(timeouts)
+        (tmp / "order.json").write_text(json.dumps(cfg), encoding="utf-8")
+        used = replace(spec, env={**spec.env, ORDER_ENV: str(tmp / "order.json")})
+        run = run_tests(used, workspace)
+        report = _read_report(tmp / "report.json")
+    if report is not None and (report.timed_out or report.aborted):
+        cut = list(report.timed_out)
+        note = f"{len(cut)} test(s) ran past their per-test time limit (scoring.per_test_timeout)"
+        if cut:
+            note += ": " + ", ".join(cut[:5]) + (" ..." if len(cut) > 5 else "")
+        if report.aborted:
+            note += f"; {report.aborted} swallowed the timeout and pytest was stopped"
+        run = replace(run, problem=f"{run.problem}; {note}" if run.problem else note)
+    return run, report
+
+
+def was_cut(report: OrderReport | None) -> bool:
+    """True when a per-test limit cut a test (such a run is not cached)."""
+    return report is not None and bool(report.timed_out or report.aborted)
+
+
+def screen_verdict(run: TestRun, report: OrderReport | None, *, progress: bool = False) -> str:
+    """What a screen run means: ``void`` (it could not screen: the plugin did not report, or
+    nothing ran; run the full suite), ``full`` (it left no test out and ran every one it kept:
+    it was a full run), ``passed`` (every screened test passed, or with ``progress`` at least
+    one did: run the rest) or ``partial``."""
+    if report is None or report.selected is None:
+        return "void"
+    if run.status is RunStatus.INVALID and not run.tests:
+        return "void"
+    if run.status is RunStatus.OK and report.deselected == 0 and report.ran >= report.selected:
+        return "full"  # the parent failed every test: the screen left nothing out
+    if run.status is RunStatus.OK and not run.failing and run.exit_code == 0:
+        return "passed"
+    if progress and run.status is RunStatus.OK and any(t.outcome.is_pass for t in run.tests):
+        return "passed"
+    return "partial"
+
+
+def make_partial(
+    run: TestRun,
+    report: OrderReport | None,
+    parent: ScoreResult | None,
+    *,
+    reason: str = "",
+) -> Partial:
+    """The partial mark of a screened state."""
+    selected = report.selected if report is not None and report.selected is not None else 0
+    deselected = report.deselected if report is not None else 0
+    not_run = deselected + max(selected - len(run.tests), 0)
+    if not reason:
+        first = run.failing[0].id if run.failing else ""
+        if run.status is not RunStatus.OK:
+            reason = f"the screen run ended {run.status.value}" + (
+                f": {run.problem}" if run.problem else ""
+            )
+        elif (
+            first
+            and report is not None
+            and report.ran >= (report.selected or 0) > 1
+            and not any(t.outcome.is_pass for t in run.tests)
+        ):
+            reason = f"none of the {report.selected} tests that failed in the parent passes now"
+        elif first:
+            reason = f"{first} failed in the parent and still fails"
+        else:
+            reason = "the screen did not pass"
+    return Partial(not_run=not_run, reason=reason[:500], durations=durations(parent))
+
+
+def lower_bound(run: TestRun, partial: Partial) -> TestRun:
+    """The run a score function sees for a partial state: every test that did not run counts
+    as failed."""
+    filler = tuple(
+        TestCase(f"(not run {i + 1})", Outcome.FAILED, message="not run (failing-first screen)")
+        for i in range(partial.not_run)
+    )
+    return replace(run, tests=run.tests + filler)
+
+
+def from_summary(tree: str, tests: Mapping[str, Any] | None) -> ScoreResult | None:
+    """A stand-in for a parent's result rebuilt from its node's test summary (after a resume,
+    when the result itself is no longer in memory): its status and failing tests, which is
+    what a screen needs. ``None`` when the summary says nothing usable."""
+    if not tests:
+        return None
+    try:
+        status = RunStatus(tests.get("status"))
+    except ValueError:
+        return None
+    failing = tuple(
+        TestCase(str(test_id), Outcome.FAILED) for test_id in tests.get("failing") or ()
+    )
+    run = TestRun(status=status, tests=failing, exit_code=1 if failing else 0)
+    return ScoreResult(0.0, False, SUMMARY, run, tree=tree)
+
+
+def summary_marks(result: ScoreResult) -> dict[str, Any]:
+    """What a node's test summary adds for a partial state (empty for a full one)."""
+    partial = result.partial
+    if partial is None:
+        return {}
+    run = result.run
+    return {
+        "partial": True,
+        "known_passed": sum(1 for t in run.tests if t.outcome.is_pass),
+        "known_failed": len(run.failing),
+        "not_run": partial.not_run,
+        "partial_reason": partial.reason,
+    }

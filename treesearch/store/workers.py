@@ -27,7 +27,8 @@ from pathlib import Path
 
 from treesearch.errors import StoreError
 from treesearch.store._errors import errors
-from treesearch.store._scan import Mirror, user_git_dir
+from treesearch.store._scan import Mirror
+from treesearch.store._seed import user_git_dir
 from treesearch.store.shadow import ShadowStore
 from treesearch.store.values import CaptureStats, Snapshot
 

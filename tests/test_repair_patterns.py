@@ -270,6 +270,14 @@ def test_every_pattern_edit_splices_only_its_own_span(family: str) -> None:
             for x in xs:
                 if x:
                     return x
+
+
+        def drain(xs):
+            for x in xs:
+                xs.remove(x)
+                acc.append(x)
+            xs.sort
+            return acc
         """
     )
     src = SourceFile("prog.py", text.encode("utf-8"))

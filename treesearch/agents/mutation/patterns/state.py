@@ -1,7 +1,8 @@
 """Fix patterns for the state a function keeps (see the package docstring):
 
 - ``init``: a missing initialisation. A name the function reads but nothing binds (a
-  ``NameError``, as PyTER repairs it) and that the function uses as an accumulator
+  ``NameError``, as PyTER repairs it) or binds only by ``acc += x`` (an ``UnboundLocalError``),
+  and that the function uses as an accumulator
   (``acc.append(x)``, ``acc += x``, ``acc[k] = v``) gets ``acc = <empty value>`` as the first
   statement of the function, the value its use implies first (``[]`` for list methods,
   ``set()`` for ``add``, ``{}`` for item assignment, ``0`` for arithmetic, ``''`` for text);
@@ -17,8 +18,10 @@ from __future__ import annotations
 import ast
 
 from treesearch.agents.mutation._edit import _Builder, _is_docstring
+from treesearch.agents.mutation._names import _params, _scope
+from treesearch.agents.mutation._source import SourceFile
 from treesearch.agents.mutation.operators import _sites
-from treesearch.agents.mutation.patterns.statements import _known
+from treesearch.agents.mutation.patterns.statements import _known, _similarity
 
 __all__ = ["call_edits", "indent_edits", "init_edits", "iterate_edits"]
 
@@ -89,15 +92,24 @@ def init_edits(b: _Builder, stmt: ast.stmt) -> None:
         return
     known: set[str] | None = None
     for node in _sites(stmt):
-        if not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Load):
+        if not isinstance(node, ast.Name):
             continue
-        if known is None:
-            known = _known(src, fn)
-        if node.id in known:
-            continue
+        if isinstance(node.ctx, ast.Load):
+            if known is None:
+                known = _known(src, fn)
+            if node.id in known:
+                continue
+        elif not (
+            isinstance(src.parents.get(node), ast.AugAssign) and not _bound_before(src, fn, node.id)
+        ):
+            continue  # ``acc += x`` with nothing else binding ``acc``: an UnboundLocalError
         implied = _implied(fn, node.id)
         if not implied:
             continue  # read but never accumulated into: a misspelling (``variable``), not this
+        # A variable in scope spelled almost alike makes a misspelling likelier than a missing
+        # initialisation (the ``variable`` family renames it).
+        near = any(_similarity(node.id, n) >= 0.75 for n in _scope(src, node))
+        scale = 0.5 if near else 1.0
         at = src.line_start(first.lineno)
         indent = src.indent_of(first).decode("utf-8")
         for i, value in enumerate([*implied, *(v for v in _EMPTY if v not in implied)]):
@@ -107,8 +119,25 @@ def init_edits(b: _Builder, stmt: ast.stmt) -> None:
                 at,
                 at,
                 f"{indent}{node.id} = {value}{src.newline}",
-                1.0 if i == 0 else 0.5 if i < len(implied) else 0.2,
+                scale * (1.0 if i == 0 else 0.5 if i < len(implied) else 0.2),
             )
+
+
+def _bound_before(src: SourceFile, fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    """Whether ``fn`` binds ``name`` other than by augmented assignment (or a ``global``)."""
+    if name in _params(fn):
+        return True
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+            return True
+        if (
+            isinstance(node, ast.Name)
+            and node.id == name
+            and isinstance(node.ctx, ast.Store)
+            and not isinstance(src.parents.get(node), ast.AugAssign)
+        ):
+            return True
+    return False
 
 
 def _mutated_in(body: list[ast.stmt], name: str) -> bool:
@@ -184,7 +213,7 @@ def indent_edits(b: _Builder, stmt: ast.stmt) -> None:
     weight = 1.0 if len(tail) == 1 else 0.7
     b.add(
         "indent",
-        f"move {len(tail)} statement(s) out of the loop",
+        f"dedent {len(tail)} statement(s) out of the loop",
         start,
         end,
         b"".join(out).decode("utf-8"),

@@ -410,7 +410,21 @@ def test_ranked_mutation_agent_order_ignores_the_seed(tmp_path: Path) -> None:
 
 def test_mutation_agent_rejects_an_unknown_order() -> None:
     with pytest.raises(AgentError, match="field 'order'"):
-        MutationAgent.from_config({"order": "shuffled"})
-    agent = MutationAgent.from_config({"order": "ranked"})
+        build_agent({"kind": "mutation", "order": "shuffled"})
+
+
+def test_build_ranked_mutation_agent_from_a_strategy_config_regression_order_lost() -> None:
+    # Bug: the typed strategy config (agents/configs.py) had no 'order' key and accepted only the
+    # classic families, so `order: ranked` and the fix-pattern families were refused by every
+    # config file, and the ranked mode could be reached from Python only.
+    agent = build_agent(
+        {"kind": "mutation", "order": "ranked", "family_weights": {"variable": 2, "clause": 0.5}}
+    )
+    assert isinstance(agent, MutationAgent) and agent.order == "ranked"
     assert "variable" in agent.operators and agent.family_weights["delete"] < 1
-    assert "variable" not in MutationAgent.from_config({}).operators  # sampled: classic only
+    assert agent.family_weights["variable"] == 2.0
+    picked = build_agent({"kind": "mutation", "order": "ranked", "operators": ["wrapper"]})
+    assert isinstance(picked, MutationAgent) and picked.operators == ("wrapper",)
+    sampled = build_agent({"kind": "mutation"})
+    assert isinstance(sampled, MutationAgent) and sampled.order == "sampled"
+    assert "variable" not in sampled.operators  # sampled: the classic operators only

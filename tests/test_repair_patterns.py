@@ -270,6 +270,14 @@ def test_every_pattern_edit_splices_only_its_own_span(family: str) -> None:
             for x in xs:
                 if x:
                     return x
+
+
+        def drain(xs):
+            for x in xs:
+                xs.remove(x)
+                acc.append(x)
+            xs.sort
+            return acc
         """
     )
     src = SourceFile("prog.py", text.encode("utf-8"))
@@ -290,3 +298,120 @@ def test_ranked_order_puts_the_smaller_change_first_among_equals() -> None:
     key_small = rank_key(1.0, small, 1.0)
     bigger = Edit(small.path, 2, "arith", "x", small.start, small.end, "a + b + 0")
     assert key_small < rank_key(1.0, bigger, 1.0)
+
+
+def test_init_adds_the_missing_initialisation_of_an_accumulator_at_the_top() -> None:
+    src = source(
+        '''\
+        def oldest_first(lst):
+            """Doc."""
+            while lst:
+                best = max(lst)
+                lst.remove(best)
+                order.append(best)  # keep
+            return order
+        '''
+    )
+    edits = edits_at_all(src, 6, ["init"])
+    assert edits[0].operator == "initialise order = []" and edits[0].weight == 1.0
+    assert_exact(
+        src,
+        edits[0],
+        '''\
+        def oldest_first(lst):
+            """Doc."""
+            order = []
+            while lst:
+                best = max(lst)
+                lst.remove(best)
+                order.append(best)  # keep
+            return order
+        ''',
+    )
+    assert {e.operator for e in edits} >= {"initialise order = 0", "initialise order = set()"}
+
+
+def test_init_values_follow_the_use_and_a_near_spelling_halves_them() -> None:
+    src = source("def f(xs):\n    for x in xs:\n        total += x\n    return total\n")
+    edit = edits_at_all(src, 3, ["init"])[0]
+    assert_exact(
+        src,
+        edit,
+        "def f(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total\n",
+    )
+    typo = source("def f(xs):\n    new_lst = []\n    new_list.append(1)\n    return new_lst\n")
+    assert edits_at_all(typo, 3, ["init"])[0].weight == 0.5
+    # A name read but never accumulated into is a misspelling, not a missing initialisation.
+    assert not edits_at_all(source("def f(xs):\n    return lenght\n"), 2, ["init"])
+
+
+def test_iterate_loops_over_a_copy_of_a_list_the_body_removes_from() -> None:
+    text = (
+        "def f(lst):\n    out = []\n    for i in lst:  # c\n        lst.remove(i)\n    return out\n"
+    )
+    src = source(text)
+    edit = find(src, 3, "iterate", "iterate over a copy")
+    assert_exact(src, edit, text.replace("for i in lst:", "for i in lst[:]:"))
+    untouched = source("def f(lst):\n    for i in lst:\n        print(i)\n")
+    assert not edits_at_all(untouched, 2, ["iterate"])
+
+
+def test_call_calls_a_method_named_as_a_statement() -> None:
+    text = "def f(xs):\n    if xs:\n        xs.pop  # drop\n    return xs\n"
+    src = source(text)
+    edit = find(src, 3, "call", "call it")
+    assert_exact(src, edit, text.replace("xs.pop  #", "xs.pop()  #"))
+    assert not edits_at_all(source("def f(xs):\n    xs.pop()\n"), 2, ["call"])
+
+
+def test_indent_moves_the_tail_of_a_loop_body_out_of_the_loop() -> None:
+    text = textwrap.dedent(
+        """\
+        def f(lst):
+            out = []
+            while lst:
+                best = lst[0]
+                for x in lst:
+                    if x > best:
+                        best = x
+                    lst.remove(best)
+                    # moved too
+                    out.append(best)
+            return out
+        """
+    )
+    src = source(text)
+    edit = find(src, 8, "indent", "dedent 2 statement(s) out of the loop")
+    expected = text.replace(
+        "            lst.remove(best)\n            # moved too\n            out.append(best)\n",
+        "        lst.remove(best)\n        # moved too\n        out.append(best)\n",
+    )
+    assert_exact(src, edit, expected)
+    one = find(src, 10, "indent", "dedent 1 statement(s) out of the loop")
+    assert one.weight == 1.0 and edit.weight < 1.0
+    assert not edits_at_all(src, 6, ["indent"])  # the first statement of a body stays
+
+
+def test_variable_renames_an_undefined_name_at_all_its_uses() -> None:
+    text = textwrap.dedent(
+        """\
+        def unique(date, days):
+            n = 0
+            for d in days:
+                if d == day:
+                    n += 1
+                elif d != day:
+                    n += 0
+            return n == 1
+        """
+    )
+    src = source(text)
+    edit = find(src, 4, "variable", "undefined day -> date at its 2 uses")
+    assert_exact(src, edit, text.replace("day:", "date:"))
+
+
+def test_variable_prefers_the_parameter_the_function_never_reads() -> None:
+    src = source("def top(xs, k, n):\n    return sorted(xs)[:3] if n else []\n")
+    unused = find(src, 2, "variable", "3 -> k")
+    used = find(src, 2, "variable", "3 -> n")
+    assert unused.weight == 1.0 and used.weight == 0.5

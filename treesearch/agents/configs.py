@@ -445,9 +445,9 @@ class LLMAgentConfig(AgentConfig):
 
 
 def _families() -> tuple[str, ...]:
-    from treesearch.agents.mutation.operators import FAMILIES
+    from treesearch.agents.mutation.ranking import ALL_FAMILIES
 
-    return FAMILIES
+    return ALL_FAMILIES
 
 
 def _formulas() -> tuple[str, ...]:
@@ -457,14 +457,19 @@ def _formulas() -> tuple[str, ...]:
 
 
 class MutationConfig(AgentConfig):
-    """``mutation``: fault localisation plus sampled mutations (``treesearch.agents.mutation``);
-    mirrors the keys the agent's own ``from_config`` reads."""
+    """``mutation``: fault localisation plus sampled or ranked program edits
+    (``treesearch.agents.mutation``); the keyword arguments of ``MutationAgent``."""
 
     kind: Literal["mutation"] = "mutation"
     operators: list[StrictStr] | None = Field(
         None,
-        description="a list of operator families (or 'all'; default: all), see "
-        "treesearch.agents.mutation.operators.FAMILIES",
+        description="a list of families (or 'all'; default: the classic operators when sampled, "
+        "all when ranked), see treesearch.agents.mutation.ranking.ALL_FAMILIES",
+    )
+    order: Literal["sampled", "ranked"] = Field(
+        "sampled",
+        description="sampled (default: one seeded draw per expansion) or ranked (best untried "
+        "first)",
     )
     formula: StrictStr = Field(
         "ochiai",

@@ -11,16 +11,17 @@ applies one small edit to a suspicious line. Two modes (``order``):
 - ``ranked``: every candidate of every family at the top lines, classic operators and the fix
   patterns of real bugs (``patterns``: undefined names, condition clauses, call wrappers,
   methods and builtins, data-structure constants, off-by-one expressions, returned constants,
-  missing returns), deduplicated by the program they produce, left out when they use a
-  variable against its kind, and tried best first: suspiciousness squared x family prior x
+  missing returns, missing initialisations, loops over a list they change, uncalled methods,
+  loop tails indented too deep), deduplicated by the program they produce, left out when they
+  use a variable against its kind, and tried best first: suspiciousness squared x family prior x
   edit weight, then the smallest change, then the one that removes least. Each expansion
   applies the best edit not yet tried at that node; the search composes edits along its paths.
 
 See ``agent`` for the run, ``localize`` for the ranking, ``operators`` and ``patterns`` for the
 edits and ``ranking`` for the order.
 
-Config (a strategy of ``kind: mutation``; every field is a keyword argument of
-``MutationAgent``)::
+Config (a strategy of ``kind: mutation``, checked by ``agents.configs.MutationConfig``; each
+field is a keyword argument of ``MutationAgent``)::
 
     mutate:
       kind: mutation

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch import sandbox
-from treesearch.agents import AgentContext, AgentCost, AgentResult, AgentStatus, check_fields
+from treesearch.agents import AgentContext, AgentCost, AgentResult, AgentStatus
 from treesearch.agents.mutation._source import SourceFile
 from treesearch.agents.mutation._tried import _context, _TriedLog
 from treesearch.agents.mutation.localize import FORMULAS, Localization, inherit, localize
@@ -59,7 +59,6 @@ from treesearch.agents.mutation.ranking import (
 )
 from treesearch.errors import (
     AgentError,
-    ConfigError,
     SandboxError,
     ScoringError,
     SessionError,
@@ -74,23 +73,7 @@ _SHARPNESS = 2.0  # line weight = score ** _SHARPNESS
 # ISSTA 2015: most of GenProg's plausible patches amount to deleting functionality), and single-
 # statement bugs are mostly expression slips: statement deletion and copying start at half weight.
 DEFAULT_FAMILY_WEIGHTS: Mapping[str, float] = {"delete": 0.5, "insert": 0.5}
-_FIELDS = {
-    "operators": (
-        f"a list of families out of {', '.join(ALL_FAMILIES)} (default: the classic operators "
-        "when sampled, all when ranked)"
-    ),
-    "order": "sampled (default: one seeded draw per expansion) or ranked (best untried first)",
-    "formula": f"the localisation formula: {', '.join(FORMULAS)} (default ochiai)",
-    "top_lines": "how many of the most suspicious lines to mutate, an integer > 0 (default 10)",
-    "edits": "edits per expansion, an integer > 0, capped by max_steps (default 1)",
-    "seed": "an integer mixed into the random stream (default 0)",
-    "coverage": "true (default: localise with coverage) or false (tracebacks only)",
-    "relocalize": "false (default: a child inherits its parent's ranking) or true (run anew)",
-    "traceback_boost": "a number >= 0 added for lines in failing tracebacks (default 0.5)",
-    "family_weights": "a mapping family -> weight >= 0 (default 1; delete and insert 0.5)",
-    "exclude": "a list of path globs never mutated (test files are always left out)",
-    "tests": "a test spec mapping (command, timeout, env, ...) used when the search gives none",
-}
+_ORDERS = "sampled (default: one seeded draw per expansion) or ranked (best untried first)"
 
 
 @dataclass(frozen=True)
@@ -124,9 +107,10 @@ class MutationAgent:
         exclude: Sequence[str] = (),
         tests: TestSpec | None = None,
     ) -> None:
-        """Keyword arguments are the config fields (``from_config`` validates a mapping)."""
+        """Keyword arguments are the config fields (``agents.configs.MutationConfig`` validates
+        a strategy's mapping and builds the agent from it)."""
         if order not in ("sampled", "ranked"):
-            raise AgentError(f"mutation agent: field 'order' must be {_FIELDS['order']}")
+            raise AgentError(f"mutation agent: field 'order' must be {_ORDERS}")
         if operators is None:
             operators = FAMILIES if order == "sampled" else ALL_FAMILIES
         unknown = [op for op in operators if op not in ALL_FAMILIES]
@@ -175,69 +159,6 @@ class MutationAgent:
         """Test spec used when the context gives none."""
         self._tried: dict[str, list[dict[str, str]]] = {}
 
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> MutationAgent:
-        """Build from the strategy's config fields (see ``_FIELDS``); ``AgentError`` names the
-        bad field and what it allows."""
-        check_fields("mutation", config, _FIELDS)
-        kw: dict[str, Any] = {}
-        if "operators" in config:
-            ops = config["operators"]
-            if ops == "all":
-                ops = list(ALL_FAMILIES)
-            if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
-                raise AgentError(
-                    f"mutation agent: field 'operators' must be {_FIELDS['operators']}"
-                )
-            kw["operators"] = ops
-        for name in ("formula", "order"):
-            if name in config:
-                kw[name] = config[name]
-        for name in ("top_lines", "edits", "seed"):
-            if name in config:
-                value = config[name]
-                minimum = None if name == "seed" else 1
-                if (
-                    isinstance(value, bool)
-                    or not isinstance(value, int)
-                    or (minimum is not None and value < minimum)
-                ):
-                    raise AgentError(f"mutation agent: field {name!r} must be {_FIELDS[name]}")
-                kw[name] = value
-        for name in ("coverage", "relocalize"):
-            if name in config:
-                if not isinstance(config[name], bool):
-                    raise AgentError(f"mutation agent: field {name!r} must be {_FIELDS[name]}")
-                kw[name] = config[name]
-        if "traceback_boost" in config:
-            boost = config["traceback_boost"]
-            if isinstance(boost, bool) or not isinstance(boost, (int, float)) or boost < 0:
-                raise AgentError(
-                    f"mutation agent: field 'traceback_boost' must be {_FIELDS['traceback_boost']}"
-                )
-            kw["traceback_boost"] = float(boost)
-        if "family_weights" in config:
-            fw = config["family_weights"]
-            if not isinstance(fw, Mapping) or not all(
-                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
-                for k, v in fw.items()
-            ):
-                raise AgentError(
-                    f"mutation agent: field 'family_weights' must be {_FIELDS['family_weights']}"
-                )
-            kw["family_weights"] = {k: float(v) for k, v in fw.items()}
-        if "exclude" in config:
-            globs = config["exclude"]
-            if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
-                raise AgentError(f"mutation agent: field 'exclude' must be {_FIELDS['exclude']}")
-            kw["exclude"] = globs
-        if "tests" in config:
-            try:
-                kw["tests"] = TestSpec.from_config(config["tests"], where="tests")
-            except ConfigError as exc:
-                raise AgentError(f"mutation agent: field 'tests': {exc}") from exc
-        return cls(**kw)
-
     # --- a run ------------------------------------------------------------------------------------
 
     def run(self, ctx: AgentContext) -> AgentResult:
@@ -257,18 +178,7 @@ class MutationAgent:
         node = str(ctx.node or ctx.session.tree)
         cache = Path(ctx.cache_dir) / "mutation" if ctx.cache_dir is not None else None
         try:
-            loc = localize(
-                ctx.workspace,
-                spec,
-                tree=node,
-                formula=self.formula,
-                use_coverage=self.coverage,
-                traceback_boost=self.traceback_boost,
-                exclude=self.exclude,
-                cache_dir=cache / "localize" if cache is not None else None,
-                timeout=_remaining(ctx),
-                accept_inherited=not self.relocalize,
-            )
+            loc = self._localize(ctx, spec, node, cache)
         except ScoringError as exc:
             return done(AgentStatus.FAILED, f"fault localisation could not run the tests: {exc}")
         transcript.append({"event": "localize", **loc.to_json()})
@@ -308,10 +218,7 @@ class MutationAgent:
                     "avoid": len(avoid),
                 }
             )
-            if self.order == "ranked":
-                picked = _first_ranked(pool, sources, self.family_weights)
-            else:
-                picked = _pick(pool, stream, sources, self.family_weights)
+            picked = self._choose(pool, stream, sources)
             if picked is None:
                 if applied == 0:
                     return done(
@@ -350,25 +257,61 @@ class MutationAgent:
         if applied < count:
             note = (note + "; " if note else "") + f"only {applied} of {count} edits were possible"
         if not self.relocalize and applied_edits:
-
-            def moves(path: str, line: int) -> int | None:
-                moved: int | None = line
-                for edit, before in applied_edits:
-                    if moved is None:
-                        break
-                    moved = _move(path, moved, edit, before)
-                return moved
-
-            inherit(
-                node,
-                str(ctx.session.tree),
-                spec,
-                moves,
-                use_coverage=self.coverage,
-                exclude=self.exclude,
-                cache_dir=cache / "localize" if cache is not None else None,
-            )
+            self._pass_ranking(ctx, spec, node, cache, applied_edits)
         return done(AgentStatus.FINISHED, note, applied)
+
+    def _localize(
+        self, ctx: AgentContext, spec: TestSpec, node: str, cache: Path | None
+    ) -> Localization:
+        """The ranking of ``node`` (cached per tree hash; inherited unless ``relocalize``)."""
+        return localize(
+            ctx.workspace,
+            spec,
+            tree=node,
+            formula=self.formula,
+            use_coverage=self.coverage,
+            traceback_boost=self.traceback_boost,
+            exclude=self.exclude,
+            cache_dir=cache / "localize" if cache is not None else None,
+            timeout=_remaining(ctx),
+            accept_inherited=not self.relocalize,
+        )
+
+    def _choose(
+        self, pool: list[_Candidate], stream: random.Random, sources: _Sources
+    ) -> tuple[_Candidate, float] | None:
+        """The next edit of ``pool``: the best untried (ranked) or a seeded draw (sampled)."""
+        if self.order == "ranked":
+            return _first_ranked(pool, sources, self.family_weights)
+        return _pick(pool, stream, sources, self.family_weights)
+
+    def _pass_ranking(
+        self,
+        ctx: AgentContext,
+        spec: TestSpec,
+        node: str,
+        cache: Path | None,
+        applied_edits: list[tuple[Edit, SourceFile]],
+    ) -> None:
+        """Give the new state ``node``'s ranking, lines moved through the applied edits."""
+
+        def moves(path: str, line: int) -> int | None:
+            moved: int | None = line
+            for edit, before in applied_edits:
+                if moved is None:
+                    break
+                moved = _move(path, moved, edit, before)
+            return moved
+
+        inherit(
+            node,
+            str(ctx.session.tree),
+            spec,
+            moves,
+            use_coverage=self.coverage,
+            exclude=self.exclude,
+            cache_dir=cache / "localize" if cache is not None else None,
+        )
 
     def _lines(self, loc: Localization, sources: _Sources) -> list[tuple[str, int, float]]:
         """The ``top_lines`` most suspicious lines with at least one edit (plus ties)."""

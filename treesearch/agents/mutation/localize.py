@@ -259,29 +259,35 @@ def _outcomes(cov: CoverageRun | None, run: TestRun) -> tuple[dict[str, bool], d
                 failed[t.id] = False
         return failed, texts, note
     if cov is not None and cov.log:
-        # No report (the run timed out): the plugin's log says which tests passed; the one that
-        # was running when the time ran out counts as failed.
-        state: dict[str, str] = {}
-        for entry in cov.log:
-            if entry[0] == "start" and len(entry) >= 2:
-                state.setdefault(entry[1], "running")
-            elif entry[0] == "report" and len(entry) >= 4:
-                nodeid, when, outcome = entry[1], entry[2], entry[3]
-                if outcome == "failed":
-                    state[nodeid] = "failed"
-                elif when == "call" and outcome == "passed" and state.get(nodeid) != "failed":
-                    state[nodeid] = "passed"
-                elif when == "teardown" and state.get(nodeid) == "running":
-                    state[nodeid] = "skipped"
-        for nodeid, s in state.items():
-            if s in ("failed", "running"):
-                failed[nodeid] = True
-                texts[nodeid] = ""
-            elif s == "passed":
-                failed[nodeid] = False
-        hung = [n for n, s in state.items() if s == "running"]
-        if hung:
-            note = f"the tests timed out while running {hung[-1]}, counted as failing"
+        failed, texts, note = _outcomes_from_log(cov.log)
+    return failed, texts, note
+
+
+def _outcomes_from_log(log: Sequence[Sequence[str]]) -> tuple[dict[str, bool], dict[str, str], str]:
+    """No report (the run timed out): the plugin's log says which tests passed; the one that was
+    running when the time ran out counts as failed."""
+    failed: dict[str, bool] = {}
+    texts: dict[str, str] = {}
+    state: dict[str, str] = {}
+    for entry in log:
+        if entry[0] == "start" and len(entry) >= 2:
+            state.setdefault(entry[1], "running")
+        elif entry[0] == "report" and len(entry) >= 4:
+            nodeid, when, outcome = entry[1], entry[2], entry[3]
+            if outcome == "failed":
+                state[nodeid] = "failed"
+            elif when == "call" and outcome == "passed" and state.get(nodeid) != "failed":
+                state[nodeid] = "passed"
+            elif when == "teardown" and state.get(nodeid) == "running":
+                state[nodeid] = "skipped"
+    for nodeid, s in state.items():
+        if s in ("failed", "running"):
+            failed[nodeid] = True
+            texts[nodeid] = ""
+        elif s == "passed":
+            failed[nodeid] = False
+    hung = [n for n, s in state.items() if s == "running"]
+    note = f"the tests timed out while running {hung[-1]}, counted as failing" if hung else ""
     return failed, texts, note
 
 
@@ -295,25 +301,7 @@ def _spectrum(
 ) -> _Spectrum:
     cwd = (workspace / spec.cwd).resolve()
     files = _Files(workspace, cwd, exclude)
-    cov: CoverageRun | None = None
-    note = ""
-    env_failure = False
-    if use_coverage:
-        wrapped = wrap(spec)
-        if isinstance(wrapped, str):
-            note = f"coverage not used: {wrapped}"
-        else:
-            files.exclude = files.exclude + _path_args(cwd, wrapped.args, files.root)
-            try:
-                cov = run_with_coverage(spec, workspace, wrapped, timeout)
-            except ImportError:
-                note = "coverage not used: coverage.py is not installed here"
-                env_failure = True
-            if cov is not None and cov.problem:
-                note = f"coverage could not run: {cov.problem}"
-                env_failure = True
-    else:
-        note = "coverage switched off (coverage: false)"
+    cov, note, env_failure = _covered_run(spec, workspace, cwd, files, use_coverage, timeout)
     usable = cov if cov is not None and not cov.problem else None
     if cov is not None and (usable is not None or cov.run.tests or cov.run.timed_out):
         run = cov.run
@@ -323,41 +311,12 @@ def _spectrum(
     failing = sorted(t for t, f in failed.items() if f)
     passing = sum(1 for f in failed.values() if not f)
     counts: dict[str, dict[int, list[int]]] = {}
-
-    def bump(rel: str, line: int, index: int) -> None:
-        counts.setdefault(rel, {}).setdefault(line, [0, 0, 0, 0])[index] += 1
-
-    for test_id in failing:
-        seen: set[tuple[str, int]] = set()
-        for name, line in _traceback_lines(texts.get(test_id, "")):
-            rel = files.rel(name)
-            head = files.head(rel, line) if rel is not None else None
-            if rel is not None and head is not None and (rel, head) not in seen:
-                seen.add((rel, head))
-                bump(rel, head, 2)
+    _count_tracebacks(counts, files, failing, texts)
     method = "traceback"
     if usable is not None:
         method = "coverage"
-        per_context = _lines_per_context(usable.contexts, files)
-        per_context.pop("", None)  # import time: run by no test in particular
-        by_test: dict[str, set[tuple[str, int]]] = {}
-        for name, lines in per_context.items():
-            case = run.get(name) if run.tests else None
-            key = case.id if case is not None else name
-            by_test.setdefault(key, set()).update(lines)
-        for test_id, is_failing in failed.items():
-            for rel, head in by_test.get(test_id, set()):
-                bump(rel, head, 0 if is_failing else 1)
-    files_seen = list(counts) if method == "coverage" else files.project_files()
-    for test_id in failing:
-        called = called_in_failure(texts.get(test_id, ""))
-        if not called:
-            continue
-        for rel in files_seen:
-            for head in files.function_lines(rel, called):
-                if method == "coverage" and head not in counts.get(rel, {}):
-                    continue  # not run by any test: not near the failure
-                bump(rel, head, 3)
+        _count_coverage(counts, files, usable, run, failed)
+    _count_near_calls(counts, files, failing, texts, covered=method == "coverage")
     notes = [n for n in (note, outcome_note) if n]
     if not failing:
         notes.append(f"no failing tests ({run.summary()})")
@@ -371,6 +330,94 @@ def _spectrum(
         run.status.value,
         cacheable=not spoiled,
     )
+
+
+def _covered_run(
+    spec: TestSpec,
+    workspace: Path,
+    cwd: Path,
+    files: _Files,
+    use_coverage: bool,
+    timeout: float,
+) -> tuple[CoverageRun | None, str, bool]:
+    """The test run under coverage when it can be had: (run or None, note, whether the
+    environment failed)."""
+    if not use_coverage:
+        return None, "coverage switched off (coverage: false)", False
+    wrapped = wrap(spec)
+    if isinstance(wrapped, str):
+        return None, f"coverage not used: {wrapped}", False
+    files.exclude = files.exclude + _path_args(cwd, wrapped.args, files.root)
+    try:
+        cov = run_with_coverage(spec, workspace, wrapped, timeout)
+    except ImportError:
+        return None, "coverage not used: coverage.py is not installed here", True
+    if cov.problem:
+        return cov, f"coverage could not run: {cov.problem}", True
+    return cov, "", False
+
+
+def _bump(counts: dict[str, dict[int, list[int]]], rel: str, line: int, index: int) -> None:
+    counts.setdefault(rel, {}).setdefault(line, [0, 0, 0, 0])[index] += 1
+
+
+def _count_tracebacks(
+    counts: dict[str, dict[int, list[int]]],
+    files: _Files,
+    failing: Sequence[str],
+    texts: Mapping[str, str],
+) -> None:
+    """Each failing test counts once for each project line its traceback shows."""
+    for test_id in failing:
+        seen: set[tuple[str, int]] = set()
+        for name, line in _traceback_lines(texts.get(test_id, "")):
+            rel = files.rel(name)
+            head = files.head(rel, line) if rel is not None else None
+            if rel is not None and head is not None and (rel, head) not in seen:
+                seen.add((rel, head))
+                _bump(counts, rel, head, 2)
+
+
+def _count_coverage(
+    counts: dict[str, dict[int, list[int]]],
+    files: _Files,
+    usable: CoverageRun,
+    run: TestRun,
+    failed: Mapping[str, bool],
+) -> None:
+    """Each test counts (as failing or passing) for each line it ran, import time left out."""
+    per_context = _lines_per_context(usable.contexts, files)
+    per_context.pop("", None)  # import time: run by no test in particular
+    by_test: dict[str, set[tuple[str, int]]] = {}
+    for name, lines in per_context.items():
+        case = run.get(name) if run.tests else None
+        key = case.id if case is not None else name
+        by_test.setdefault(key, set()).update(lines)
+    for test_id, is_failing in failed.items():
+        for rel, head in by_test.get(test_id, set()):
+            _bump(counts, rel, head, 0 if is_failing else 1)
+
+
+def _count_near_calls(
+    counts: dict[str, dict[int, list[int]]],
+    files: _Files,
+    failing: Sequence[str],
+    texts: Mapping[str, str],
+    *,
+    covered: bool,
+) -> None:
+    """Each failing test counts for the lines of the functions its failing assertion calls
+    (with coverage: only lines some test ran)."""
+    files_seen = list(counts) if covered else files.project_files()
+    for test_id in failing:
+        called = called_in_failure(texts.get(test_id, ""))
+        if not called:
+            continue
+        for rel in files_seen:
+            for head in files.function_lines(rel, called):
+                if covered and head not in counts.get(rel, {}):
+                    continue  # not run by any test: not near the failure
+                _bump(counts, rel, head, 3)
 
 
 def _plain_run(spec: TestSpec, workspace: Path, timeout: float) -> TestRun:

@@ -23,7 +23,11 @@ of QuixBugs-style algorithm benchmarks):
 - ``retval``: a wrong returned constant (``None``, ``0``, ``-1``, ``True``, ``False``, ``[]``,
   ``''``, or the length of a parameter);
 - ``missing``: a missing ``return`` at the end of a function that can fall off its end
-  (returning another returned expression of the function, a variable in scope, or a constant).
+  (returning another returned expression of the function, a variable in scope, or a constant);
+- ``init``: a missing initialisation of an accumulator nothing binds (``acc = []`` first);
+- ``iterate``: a loop over a list its body changes -> a loop over a copy (``xs[:]``);
+- ``call``: a method named as a statement but not called (``xs.pop``) -> ``xs.pop()``;
+- ``indent``: the last statements of a loop's body one level too deep -> out of the loop.
 
 Each family is a function ``(builder, stmt) -> None`` that adds ``Edit`` s to the builder.
 """
@@ -40,6 +44,12 @@ from treesearch.agents.mutation.patterns.expressions import (
     offbyone_edits,
     structure_edits,
     wrapper_edits,
+)
+from treesearch.agents.mutation.patterns.state import (
+    call_edits,
+    indent_edits,
+    init_edits,
+    iterate_edits,
 )
 from treesearch.agents.mutation.patterns.statements import (
     missing_edits,
@@ -58,6 +68,10 @@ _BY_FAMILY: Mapping[str, Callable[[_Builder, ast.stmt], None]] = {
     "offbyone": offbyone_edits,
     "retval": retval_edits,
     "missing": missing_edits,
+    "init": init_edits,
+    "iterate": iterate_edits,
+    "call": call_edits,
+    "indent": indent_edits,
 }
 PATTERN_FAMILIES: tuple[str, ...] = tuple(_BY_FAMILY)
 """The fix-pattern families, in the order their edits are listed."""
@@ -71,6 +85,10 @@ PATTERN_PRIORS: Mapping[str, float] = {
     "offbyone": 0.7,
     "retval": 0.5,
     "missing": 0.8,
+    "init": 1.0,
+    "iterate": 1.0,
+    "call": 1.0,
+    "indent": 0.8,
 }
 """Prior weight of each pattern family in the ranked order (the classic families' priors are
 in ``treesearch.agents.mutation.ranking``)."""

@@ -27,45 +27,60 @@ def _is_number(node: ast.AST) -> bool:
 def kinds_of(src: SourceFile, scope: ast.AST) -> dict[str, str]:
     """Name -> ``SEQUENCE`` or ``NUMBER`` for the names of ``scope`` whose uses agree."""
     seen: dict[str, set[str]] = {}
-
-    def mark(node: ast.AST, kind: str) -> None:
-        if isinstance(node, ast.Name):
-            seen.setdefault(node.id, set()).add(kind)
-
     for node in ast.walk(scope):
-        if isinstance(node, (ast.For, ast.comprehension)):
-            mark(node.iter, SEQUENCE)
-        elif isinstance(node, ast.Subscript):
-            mark(node.value, SEQUENCE)
-            if not isinstance(node.slice, ast.Slice):
-                mark(node.slice, NUMBER)
-        elif isinstance(node, ast.Call):
-            func = node.func
-            if isinstance(func, ast.Name) and func.id in _SEQ_CALLS and node.args:
-                mark(node.args[0], SEQUENCE)
-            elif isinstance(func, ast.Name) and func.id == "range":
-                for arg in node.args:
-                    mark(arg, NUMBER)
-            elif isinstance(func, ast.Attribute) and func.attr in _SEQ_METHODS:
-                mark(func.value, SEQUENCE)
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Sub, ast.Mult, ast.Add)):
-            if _is_number(node.right):
-                mark(node.left, NUMBER)
-            if _is_number(node.left):
-                mark(node.right, NUMBER)
-        elif isinstance(node, ast.AugAssign) and _is_number(node.value):
-            mark(node.target, NUMBER)
-        elif isinstance(node, ast.Compare):
-            operands = [node.left, *node.comparators]
-            for op, left, right in zip(node.ops, operands, operands[1:], strict=False):
-                if isinstance(op, (ast.In, ast.NotIn)):
-                    mark(right, SEQUENCE)
-                elif isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)):
-                    if _is_number(right):
-                        mark(left, NUMBER)
-                    if _is_number(left):
-                        mark(right, NUMBER)
-        elif isinstance(node, ast.Assign) and _is_number(node.value):
-            for target in node.targets:
-                mark(target, NUMBER)
+        for name, kind in _uses(node):
+            if isinstance(name, ast.Name):
+                seen.setdefault(name.id, set()).add(kind)
     return {name: next(iter(k)) for name, k in seen.items() if len(k) == 1}
+
+
+def _uses(node: ast.AST) -> list[tuple[ast.AST, str]]:
+    """(operand, kind) pairs that ``node`` itself says about its operands."""
+    if isinstance(node, (ast.For, ast.comprehension)):
+        return [(node.iter, SEQUENCE)]
+    if isinstance(node, ast.Subscript):
+        index = [] if isinstance(node.slice, ast.Slice) else [(node.slice, NUMBER)]
+        return [(node.value, SEQUENCE), *index]
+    if isinstance(node, ast.Call):
+        return _call_uses(node)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Sub, ast.Mult, ast.Add)):
+        return _number_pair(node.left, node.right)
+    if isinstance(node, ast.AugAssign) and _is_number(node.value):
+        return [(node.target, NUMBER)]
+    if isinstance(node, ast.Compare):
+        return _compare_uses(node)
+    if isinstance(node, ast.Assign) and _is_number(node.value):
+        return [(target, NUMBER) for target in node.targets]
+    return []
+
+
+def _call_uses(node: ast.Call) -> list[tuple[ast.AST, str]]:
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in _SEQ_CALLS and node.args:
+        return [(node.args[0], SEQUENCE)]
+    if isinstance(func, ast.Name) and func.id == "range":
+        return [(arg, NUMBER) for arg in node.args]
+    if isinstance(func, ast.Attribute) and func.attr in _SEQ_METHODS:
+        return [(func.value, SEQUENCE)]
+    return []
+
+
+def _number_pair(left: ast.AST, right: ast.AST) -> list[tuple[ast.AST, str]]:
+    """The operand paired with a number literal is a number."""
+    out: list[tuple[ast.AST, str]] = []
+    if _is_number(right):
+        out.append((left, NUMBER))
+    if _is_number(left):
+        out.append((right, NUMBER))
+    return out
+
+
+def _compare_uses(node: ast.Compare) -> list[tuple[ast.AST, str]]:
+    out: list[tuple[ast.AST, str]] = []
+    operands = [node.left, *node.comparators]
+    for op, left, right in zip(node.ops, operands, operands[1:], strict=False):
+        if isinstance(op, (ast.In, ast.NotIn)):
+            out.append((right, SEQUENCE))
+        elif isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)):
+            out += _number_pair(left, right)
+    return out

@@ -7,7 +7,7 @@ import ast
 import builtins
 import difflib
 
-from treesearch.agents.mutation._edit import _Builder
+from treesearch.agents.mutation._edit import _Builder, _splice
 from treesearch.agents.mutation._names import _params, _scope
 from treesearch.agents.mutation._source import SourceFile
 from treesearch.agents.mutation.operators import _sites
@@ -149,7 +149,8 @@ def _known(src: SourceFile, fn: ast.AST | None) -> set[str]:
 def variable_edits(b: _Builder, stmt: ast.stmt) -> None:
     """An undefined name (a ``NameError``, as PyTER repairs it) -> each variable in scope, the
     most similar spelling first; an integer constant in a slice, ``range`` or a comparison ->
-    a parameter of the function (a hard-coded value for what should be an argument)."""
+    a parameter of the function (a hard-coded value for what should be an argument), a
+    parameter the function never reads first."""
     src = b.src
     fn = src.enclosing_function(stmt)
     known: set[str] | None = None
@@ -162,9 +163,21 @@ def variable_edits(b: _Builder, stmt: ast.stmt) -> None:
             scope = _scope(src, node)
             old = node.id
             ranked = sorted(scope, key=lambda n: -_similarity(old, n))
+            uses = _uses(fn, old) if fn is not None else []
             for i, new in enumerate(ranked):
                 weight = 1.0 if i == 0 else 0.7 if i < 3 else 0.4
                 b.replace("variable", f"undefined {node.id} -> {new}", node, new, weight)
+                if len(uses) > 1:  # one misspelling, written wherever the name is meant
+                    start, end = src.span(uses[0])[0], src.span(uses[-1])[1]
+                    subs = [(*src.span(u), new) for u in uses]
+                    b.add(
+                        "variable",
+                        f"undefined {node.id} -> {new} at its {len(uses)} uses",
+                        start,
+                        end,
+                        _splice(src, start, end, subs),
+                        weight,
+                    )
         elif (
             fn is not None
             and isinstance(node, ast.Constant)
@@ -176,6 +189,31 @@ def variable_edits(b: _Builder, stmt: ast.stmt) -> None:
                 isinstance(parent.func, ast.Name) and parent.func.id == "range"
             ):
                 continue
+            unused = _unused_params(fn)
             for param in _params(fn):
                 if param not in ("self", "cls"):
-                    b.replace("variable", f"{node.value} -> {param}", node, param, 0.5)
+                    # A parameter the function never reads is what a hard-coded value most
+                    # likely stands for (the value of one test case written in its place).
+                    weight = 1.0 if param in unused else 0.5
+                    b.replace("variable", f"{node.value} -> {param}", node, param, weight)
+
+
+def _uses(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> list[ast.Name]:
+    """The places ``fn`` reads ``name``, in source order."""
+    found = [
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+    ]
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _unused_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Parameters of ``fn`` that nothing in its body reads."""
+    read = {
+        n.id
+        for stmt in fn.body
+        for n in ast.walk(stmt)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
+    return {p for p in _params(fn) if p not in read}

@@ -1,0 +1,221 @@
+"""Fix patterns for the state a function keeps (see the package docstring):
+
+- ``init``: a missing initialisation. A name the function reads but nothing binds (a
+  ``NameError``, as PyTER repairs it) or binds only by ``acc += x`` (an ``UnboundLocalError``),
+  and that the function uses as an accumulator
+  (``acc.append(x)``, ``acc += x``, ``acc[k] = v``) gets ``acc = <empty value>`` as the first
+  statement of the function, the value its use implies first (``[]`` for list methods,
+  ``set()`` for ``add``, ``{}`` for item assignment, ``0`` for arithmetic, ``''`` for text);
+- ``iterate``: a loop over a list that its own body changes (``for x in xs:`` with
+  ``xs.remove(...)``, ``xs.pop(...)``, ``xs.append(...)``, ``del xs[i]`` in the body skips or
+  repeats items): iterate over a copy, ``for x in xs[:]:``;
+- ``call``: a method or function named as a statement but not called (``xs.pop``) -> called;
+- ``indent``: the last statements of a loop's body one level too deep -> moved out of the loop.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from treesearch.agents.mutation._edit import _Builder, _is_docstring
+from treesearch.agents.mutation._names import _params, _scope
+from treesearch.agents.mutation._source import SourceFile
+from treesearch.agents.mutation.operators import _sites
+from treesearch.agents.mutation.patterns.statements import _known, _similarity
+
+__all__ = ["call_edits", "indent_edits", "init_edits", "iterate_edits"]
+
+_LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "sort", "reverse"})
+_SET_METHODS = frozenset({"add", "discard", "update"})
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear"})
+_EMPTY: tuple[str, ...] = ("[]", "0", "''", "{}", "set()", "None")
+
+
+def _implied(fn: ast.AST, name: str) -> list[str]:
+    """Empty values for ``name`` by how ``fn`` uses it, the most likely first."""
+    seen: list[str] = []
+
+    def say(value: str) -> None:
+        if value not in seen:
+            seen.append(value)
+
+    for node in ast.walk(fn):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == name
+        ):
+            if node.attr in _LIST_METHODS:
+                say("[]")
+            elif node.attr in _SET_METHODS:
+                say("set()")
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == name
+            and isinstance(node.ctx, ast.Store)
+        ):
+            say("{}")
+        elif isinstance(node, (ast.AugAssign, ast.BinOp)):
+            left = node.target if isinstance(node, ast.AugAssign) else node.left
+            right = node.value if isinstance(node, ast.AugAssign) else node.right
+            if isinstance(left, ast.Name) and left.id == name:
+                say(_empty_like(right))
+    return seen
+
+
+def _empty_like(node: ast.AST) -> str:
+    if isinstance(node, (ast.List, ast.ListComp)):
+        return "[]"
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return "''"
+    if isinstance(node, (ast.Tuple,)):
+        return "()"
+    return "0"
+
+
+def _first_statement(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.stmt | None:
+    body = fn.body
+    if len(body) > 1 and _is_docstring(body[0]):
+        return body[1]
+    return body[0] if body and not _is_docstring(body[0]) else None
+
+
+def init_edits(b: _Builder, stmt: ast.stmt) -> None:
+    """``acc = <empty>`` at the top of the function for an undefined accumulator ``acc``."""
+    src = b.src
+    fn = src.enclosing_function(stmt)
+    if fn is None:
+        return
+    first = _first_statement(fn)
+    if first is None or not src.alone_on_lines(first):
+        return
+    known: set[str] | None = None
+    for node in _sites(stmt):
+        if not isinstance(node, ast.Name):
+            continue
+        if isinstance(node.ctx, ast.Load):
+            if known is None:
+                known = _known(src, fn)
+            if node.id in known:
+                continue
+        elif not (
+            isinstance(src.parents.get(node), ast.AugAssign) and not _bound_before(src, fn, node.id)
+        ):
+            continue  # ``acc += x`` with nothing else binding ``acc``: an UnboundLocalError
+        implied = _implied(fn, node.id)
+        if not implied:
+            continue  # read but never accumulated into: a misspelling (``variable``), not this
+        # A variable in scope spelled almost alike makes a misspelling likelier than a missing
+        # initialisation (the ``variable`` family renames it).
+        near = any(_similarity(node.id, n) >= 0.75 for n in _scope(src, node))
+        scale = 0.5 if near else 1.0
+        at = src.line_start(first.lineno)
+        indent = src.indent_of(first).decode("utf-8")
+        for i, value in enumerate([*implied, *(v for v in _EMPTY if v not in implied)]):
+            b.add(
+                "init",
+                f"initialise {node.id} = {value}",
+                at,
+                at,
+                f"{indent}{node.id} = {value}{src.newline}",
+                scale * (1.0 if i == 0 else 0.5 if i < len(implied) else 0.2),
+            )
+
+
+def _bound_before(src: SourceFile, fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    """Whether ``fn`` binds ``name`` other than by augmented assignment (or a ``global``)."""
+    if name in _params(fn):
+        return True
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+            return True
+        if (
+            isinstance(node, ast.Name)
+            and node.id == name
+            and isinstance(node.ctx, ast.Store)
+            and not isinstance(src.parents.get(node), ast.AugAssign)
+        ):
+            return True
+    return False
+
+
+def _mutated_in(body: list[ast.stmt], name: str) -> bool:
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _MUTATORS
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == name
+            ):
+                return True
+            if isinstance(node, ast.Delete) and any(
+                isinstance(t, ast.Subscript)
+                and isinstance(t.value, ast.Name)
+                and t.value.id == name
+                for t in node.targets
+            ):
+                return True
+    return False
+
+
+def iterate_edits(b: _Builder, stmt: ast.stmt) -> None:
+    """``for x in xs:`` -> ``for x in xs[:]:`` when the loop's body changes ``xs``."""
+    if not isinstance(stmt, (ast.For, ast.AsyncFor)) or not isinstance(stmt.iter, ast.Name):
+        return
+    name = stmt.iter.id
+    if _mutated_in(stmt.body, name):
+        b.replace("iterate", "iterate over a copy", stmt.iter, f"{name}[:]")
+
+
+# --- call -----------------------------------------------------------------------------------------
+
+
+def call_edits(b: _Builder, stmt: ast.stmt) -> None:
+    """A method or function named but not called as a statement (``xs.pop``, ``xs.sort``:
+    a statement that does nothing) -> called without arguments (``xs.pop()``)."""
+    if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, (ast.Attribute, ast.Name)):
+        return
+    text = b.src.text(stmt.value)
+    b.replace("call", "call it", stmt.value, f"{text}()")
+
+
+# --- indent ---------------------------------------------------------------------------------------
+
+
+def indent_edits(b: _Builder, stmt: ast.stmt) -> None:
+    """The last statements of a loop's body indented one level too deep: ``stmt`` and the
+    statements after it in the body moved out of the loop (dedented to the loop's level)."""
+    src = b.src
+    loop = src.parents.get(stmt)
+    if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) or loop.orelse:
+        return
+    body = loop.body
+    if stmt not in body or body.index(stmt) == 0:
+        return
+    tail = body[body.index(stmt) :]
+    if not all(src.alone_on_lines(s) for s in tail) or not src.alone_on_lines(loop):
+        return
+    inner, outer = src.indent_of(stmt), src.indent_of(loop)
+    if not inner.startswith(outer) or len(inner) <= len(outer):
+        return
+    start = src.line_start(stmt.lineno)
+    end = src.line_end(tail[-1].end_lineno or tail[-1].lineno)
+    lines = src.source[start:end].splitlines(keepends=True)
+    cut = len(inner) - len(outer)
+    out = []
+    for line in lines:
+        if line.strip() and not line.startswith(inner):
+            return  # a continuation line or a comment at another depth: leave it alone
+        out.append(line[cut:] if line.strip() else line)
+    weight = 1.0 if len(tail) == 1 else 0.7
+    b.add(
+        "indent",
+        f"dedent {len(tail)} statement(s) out of the loop",
+        start,
+        end,
+        b"".join(out).decode("utf-8"),
+        weight,
+    )

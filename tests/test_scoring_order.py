@@ -434,6 +434,9 @@ def search_config(tmp_path: Path, ws: Path, log: Path, **search: Any) -> dict[st
                 "env": {**ENV, "ORDER_LOG": str(log)},
             },
             "order": "failing_first",
+            # The tests count pytest sessions: warm `auto` checks its first run against a cold
+            # one (two sessions for one test run).
+            "warm": "off",
         },
         "search": {"policy": "best_first", "seed": 1, **search},
         "output": {"runs_dir": str(tmp_path / "runs"), "instance_id": "suite"},

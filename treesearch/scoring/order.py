@@ -50,6 +50,7 @@ from treesearch.scoring.probe import ORDER_ENV, _isolated
 from treesearch.scoring.results import Outcome, Partial, RunStatus, ScoreResult, TestCase, TestRun
 from treesearch.scoring.runner import run_tests
 from treesearch.scoring.spec import TestSpec
+from treesearch.scoring.warm import WarmRunner
 
 ORDERS = ("auto", "failing_first", "progress_first", "all")
 """Values of ``scoring.order``."""
@@ -204,10 +205,12 @@ def run_ordered(
     select: Sequence[str] | None = None,
     stop: bool = True,
     timeouts: Mapping[str, Any] | None = None,
+    warm: WarmRunner | None = None,
 ) -> tuple[TestRun, OrderReport | None]:
     """Run ``spec`` with the ``pytest_order`` plugin: only the tests ``select`` names (with
     ``stop``: stopping at the first failure), and/or per-test ``timeouts``. The report is ``None`` when the plugin
-    did not load or write (then nothing it was asked for can be assumed)."""
+    did not load or write (then nothing it was asked for can be assumed). ``warm``: the warm
+    runner to run it in (as ``run_tests``)."""
     with lifecycle.scratch_dir("order") as tmp:
         cfg: dict[str, Any] = {"report": str(tmp / "report.json")}
         if select is not None:
@@ -217,7 +220,7 @@ def run_ordered(
             cfg["timeouts"] = dict(timeouts)
         (tmp / "order.json").write_text(json.dumps(cfg), encoding="utf-8")
         used = replace(spec, env={**spec.env, ORDER_ENV: str(tmp / "order.json")})
-        run = run_tests(used, workspace)
+        run = run_tests(used, workspace, warm=warm)
         report = _read_report(tmp / "report.json")
     if report is not None and (report.timed_out or report.aborted):
         cut = list(report.timed_out)

@@ -87,16 +87,17 @@ def evaluate(
             )
     runs = 0
     left = time_limit
+    warm = scorer.warm if scorer.warm.mode != "off" else None
     if screen:
         used = _clipped(spec, left)
         progress = scorer.order != "failing_first"  # progress_first, or auto in a repair search
         run, report = O.run_ordered(
-            used, workspace, select=screen, stop=not progress, timeouts=limits
+            used, workspace, select=screen, stop=not progress, timeouts=limits, warm=warm
         )
         scorer.test_runs += 1
         runs += 1
         if parent is not None and spec.reruns:
-            run, reruns = recheck_changed(used, workspace, run, parent)
+            run, reruns = recheck_changed(used, workspace, run, parent, warm=warm)
             scorer.test_runs += reruns
             runs += reruns
         verdict = O.screen_verdict(run, report, progress=progress)
@@ -115,10 +116,10 @@ def evaluate(
         if left is not None:
             left = max(left - run.seconds, 0.01)
     used = _clipped(spec, left)
-    run, report = O.run_ordered(used, workspace, timeouts=limits)
+    run, report = O.run_ordered(used, workspace, timeouts=limits, warm=warm)
     scorer.test_runs += 1
     if parent is not None and spec.reruns:
-        run, reruns = recheck_changed(used, workspace, run, parent)
+        run, reruns = recheck_changed(used, workspace, run, parent, warm=warm)
         scorer.test_runs += reruns
     return _keep(scorer, run, report, used, tree, fingerprint, environment, time_limit)
 

@@ -540,7 +540,12 @@ def test_search_with_warm_auto_finds_the_graph_of_a_cold_search(tmp_path: Path) 
             assert out.summary["warm"]["warm_runs"] >= 2 and not out.summary["warm"]["notes"]
             assert out.summary["warm"]["cold_runs"] == 1  # the first run's check
     assert graphs["auto"] == graphs["off"]
-    assert servers and not any(alive(p) for p in servers)  # the search ended its server
+    # The search ended its servers (a server's last forked child, reparented to this process
+    # when its server ends, is given a few seconds to finish exiting).
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in servers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert servers and not any(alive(p) for p in servers)
 
 
 def _ppid(pid: int) -> int:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from treesearch._atomic import write_text
 
 __all__ = ["atomic_write", "cell_dir", "cell_finished"]
 
@@ -28,9 +29,5 @@ def cell_finished(path: Path) -> bool:
 
 
 def atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """A compare's result file, flushed to disk before it replaces the old one."""
+    write_text(path, text, fsync=True)

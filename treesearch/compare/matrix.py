@@ -19,12 +19,10 @@ Nothing here prints: progress goes to ``on_event``.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
-import os
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from typing import Any
 import yaml
 
 from treesearch import __version__
+from treesearch._atomic import hold_folder
 from treesearch.compare.layout import atomic_write, cell_dir, cell_finished
 from treesearch.compare.outputs import build_compare, write_outputs
 from treesearch.compare.spec import CompareSpec, Contender, load_spec
@@ -265,21 +264,11 @@ def _clear_unstarted(target: Path, path: Path) -> None:
         shutil.rmtree(path)
 
 
-@contextlib.contextmanager
-def _locked(target: Path) -> Iterator[None]:
-    with open(target / ".compare.lock", "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            raise CompareError(
-                f"{target} is in use by another treesearch compare (pid {fh.read().strip() or '?'})"
-            ) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
-        yield
+def _locked(target: Path) -> contextlib.AbstractContextManager[None]:
+    return hold_folder(
+        target / ".compare.lock",
+        lambda pid: CompareError(f"{target} is in use by another treesearch compare (pid {pid})"),
+    )
 
 
 def spec_cells(spec: CompareSpec) -> Sequence[tuple[Contender, int]]:

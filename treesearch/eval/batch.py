@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import fcntl
 import hashlib
 import importlib.util
 import json
@@ -37,6 +36,7 @@ from typing import Any
 import yaml
 
 from treesearch import __version__
+from treesearch._atomic import hold_folder, write_text
 from treesearch.config import apply_overrides, validate
 from treesearch.errors import ConfigError, TreesearchError
 from treesearch.eval.environment import look_up
@@ -329,21 +329,11 @@ def _settings(resolved: Mapping[str, Any], target: Path) -> EvalSettings:
     )
 
 
-@contextlib.contextmanager
-def _locked(target: Path) -> Any:
-    with open(target / ".lock", "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            raise EvalError(
-                f"{target} is in use by another treesearch eval (pid {fh.read().strip() or '?'})"
-            ) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
-        yield
+def _locked(target: Path) -> contextlib.AbstractContextManager[None]:
+    return hold_folder(
+        target / ".lock",
+        lambda pid: EvalError(f"{target} is in use by another treesearch eval (pid {pid})"),
+    )
 
 
 # ------------------------------------------------------------------------------ the batch
@@ -537,12 +527,7 @@ def summarize(
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_text(path, text, fsync=True)
 
 
 def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -9,11 +9,12 @@ ISC licence in ``static/d3-LICENSE.txt``), the page's own style and script, and 
 from __future__ import annotations
 
 import json
-import os
 import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from treesearch._atomic import write_text
 
 __all__ = ["DATA_ID", "page_html", "read_page_data", "write_page"]
 
@@ -63,10 +64,7 @@ def _escape(text: str) -> str:
 
 def write_page(path: Path, text: str) -> Path:
     """Write ``path`` atomically (temp file + rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8", errors="surrogateescape")
-    os.replace(tmp, path)
-    return path
+    return write_text(path, text, errors="surrogateescape")
 
 
 def read_page_data(path: Path) -> dict[str, Any] | None:

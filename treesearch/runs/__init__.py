@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
 import secrets
 import time
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from treesearch._atomic import write_text
 from treesearch.errors import RunError
 
 if TYPE_CHECKING:
@@ -159,10 +159,7 @@ class RunDir:
     def write_text(self, rel: str, text: str, *, errors: str = "surrogateescape") -> Path:
         p = self.path / rel
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.tmp")
-        tmp.write_text(text, encoding="utf-8", errors=errors)
-        os.replace(tmp, p)
-        return p
+        return write_text(p, text, errors=errors)
 
     def write_json(self, rel: str, data: Any) -> Path:
         return self.write_text(rel, json.dumps(data, indent=2, sort_keys=True) + "\n")

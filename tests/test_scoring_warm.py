@@ -525,8 +525,14 @@ def test_search_with_warm_auto_finds_the_graph_of_a_cold_search(tmp_path: Path) 
     graphs = {}
     servers: set[int] = set()
 
-    def ours(progress: object) -> None:  # the servers this process started, seen mid-search
-        servers.update(p for p in server_pids(SERVER_SCRIPT) if _ppid(p) == os.getpid())
+    def mine() -> set[int]:
+        return {p for p in server_pids(SERVER_SCRIPT) if _ppid(p) == os.getpid()}
+
+    # Servers of other tests' runners in this process (a fixture's) are not the search's.
+    before = mine()
+
+    def ours(progress: object) -> None:  # the servers the search started, seen mid-search
+        servers.update(mine() - before)
 
     for warm in ("off", "auto"):
         out = run_from_config(

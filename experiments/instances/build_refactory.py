@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import random
 import re
 import shutil
 import sys
@@ -46,6 +45,9 @@ except ImportError as exc:  # pragma: no cover - set-up hint only
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+sys.path.insert(0, str(REPO / "experiments" / "benchmarks"))
+from repair import split_tests  # noqa: E402 - the same seeded split as the repair benchmark
+
 CORPUS = next(
     (
         p
@@ -58,7 +60,6 @@ CORPUS = next(
     REPO.parent.parent / "shared/corpora/refactory",
 )
 OWNER = "refactory"
-HELD_OUT_SHARE = 0.4
 TEST_SPEC = TestSpec(
     command=f"{sys.executable} -m pytest -q -p no:cacheprovider",
     timeout=300,
@@ -66,24 +67,6 @@ TEST_SPEC = TestSpec(
 )
 _TIMEOUT_LINE = re.compile(r'os\.environ\.get\("CORPUS_TEST_TIMEOUT", "[0-9.]+"\)')
 _SKIP = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc")
-
-
-def split_tests(names: list[str], failing: set[str], key: str) -> tuple[list[str], list[str]]:
-    """Seeded split of test names into (search, held-out); the search part keeps a failing
-    test when there is one. Deterministic for a given ``key`` (repair.py's split)."""
-    order = list(names)
-    random.Random(key).shuffle(order)
-    n_held = max(1, round(len(order) * HELD_OUT_SHARE)) if len(order) > 1 else 0
-    held, search = order[:n_held], order[n_held:]
-    if failing and not failing & set(search):
-        moved = next(t for t in held if t in failing)
-        held.remove(moved)
-        search.append(moved)
-        back = next((t for t in search if t not in failing), None)
-        if back is not None and len(search) > 1:
-            search.remove(back)
-            held.append(back)
-    return sorted(search, key=names.index), sorted(held, key=names.index)
 
 
 def write_part(source: str, tree: ast.Module, keep: set[str]) -> str:

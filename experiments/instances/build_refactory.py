@@ -46,7 +46,8 @@ except ImportError as exc:  # pragma: no cover - set-up hint only
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "experiments" / "benchmarks"))
-from repair import split_tests  # noqa: E402 - the same seeded split as the repair benchmark
+from repair import _write_part as write_part  # noqa: E402 - the repair benchmark's split
+from repair import split_tests  # noqa: E402
 
 CORPUS = next(
     (
@@ -67,21 +68,6 @@ TEST_SPEC = TestSpec(
 )
 _TIMEOUT_LINE = re.compile(r'os\.environ\.get\("CORPUS_TEST_TIMEOUT", "[0-9.]+"\)')
 _SKIP = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc")
-
-
-def write_part(source: str, tree: ast.Module, keep: set[str]) -> str:
-    """The test file with only the test functions in ``keep`` (everything else kept)."""
-    drop: list[tuple[int, int]] = []
-    for stmt in tree.body:
-        if (
-            isinstance(stmt, ast.FunctionDef)
-            and stmt.name.startswith("test")
-            and stmt.name not in keep
-        ):
-            first = min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
-            drop.append((first, stmt.end_lineno or stmt.lineno))
-    lines = source.splitlines(keepends=True)
-    return "".join(line for i, line in enumerate(lines, 1) if not any(a <= i <= b for a, b in drop))
 
 
 def _run(folder: Path) -> dict[str, tuple[bool, float]]:

@@ -35,6 +35,7 @@ from treesearch.compare.layout import atomic_write, cell_dir, cell_finished
 from treesearch.compare.outputs import build_compare, write_outputs
 from treesearch.compare.spec import CompareSpec, Contender, load_spec
 from treesearch.errors import TreesearchError
+from treesearch.eval.batch import check_executor
 
 __all__ = ["CompareError", "CompareOutcome", "resume_compare", "run_compare"]
 
@@ -69,7 +70,7 @@ def run_compare(
     from treesearch.eval import load_instances
 
     checked = spec if isinstance(spec, CompareSpec) else load_spec(spec)
-    check_executor(executor, workers)
+    check_executor(executor, workers, CompareError)
     items = load_instances(Path(checked.instances))
     target = Path(out) if out is not None else _default_out()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -116,24 +117,9 @@ def resume_compare(
     executor = executor or meta.get("executor") or "local"
     workers = workers if workers is not None else meta.get("workers")
     ray_address = ray_address or meta.get("ray_address")
-    check_executor(executor, workers)
+    check_executor(executor, workers, CompareError)
     with _locked(target):
         return _matrix(target, checked, meta, workers, executor, ray_address, on_event)
-
-
-def check_executor(executor: str, workers: int | None) -> None:
-    """The executor arguments, checked before anything runs (as ``treesearch eval`` does)."""
-    import importlib.util
-
-    if executor not in ("local", "ray"):
-        raise CompareError(f"--executor {executor}: must be local or ray")
-    if workers is not None and (isinstance(workers, bool) or workers < 1):
-        raise CompareError(f"--workers {workers}: must be at least 1")
-    if executor == "ray" and importlib.util.find_spec("ray") is None:
-        raise CompareError(
-            "--executor ray needs Ray: install it with `pip install -e '.[ray]'` "
-            "(or `pip install 'ray>=2.9'`)"
-        )
 
 
 def _spec_from_meta(meta: dict[str, Any], where: Path) -> CompareSpec:

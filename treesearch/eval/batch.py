@@ -188,7 +188,7 @@ def run_eval(
         )
     if config is None or instances is None:
         raise EvalError("run_eval needs a config and an instances file (or resume=DIR)")
-    _check_executor(executor, workers)
+    check_executor(executor, workers)
     durations = read_durations(durations_from) if durations_from is not None else None
     raw, section, source, base_dir = load_eval_config(config, overrides)
     inst_path = Path(instances)
@@ -262,7 +262,7 @@ def resume_eval(
     executor = executor or resolved.get("executor") or "local"
     workers = workers if workers is not None else resolved.get("workers")
     ray_address = ray_address or resolved.get("ray_address")
-    _check_executor(executor, workers)
+    check_executor(executor, workers)
     durations: dict[str, float] | None = None
     if durations_from is not None:
         durations = read_durations(durations_from)
@@ -287,13 +287,17 @@ def resume_eval(
         )
 
 
-def _check_executor(executor: str, workers: int | None) -> None:
+def check_executor(
+    executor: str, workers: int | None, error: type[TreesearchError] = EvalError
+) -> None:
+    """The executor arguments, checked before anything runs (``treesearch eval`` and
+    ``compare``); ``error``: the caller's error class."""
     if executor not in ("local", "ray"):
-        raise EvalError(f"--executor {executor}: must be local or ray")
+        raise error(f"--executor {executor}: must be local or ray")
     if workers is not None and (isinstance(workers, bool) or workers < 1):
-        raise EvalError(f"--workers {workers}: must be at least 1")
+        raise error(f"--workers {workers}: must be at least 1")
     if executor == "ray" and importlib.util.find_spec("ray") is None:
-        raise EvalError(
+        raise error(
             "--executor ray needs Ray: install it with `pip install -e '.[ray]'` "
             "(or `pip install 'ray>=2.9'`)"
         )

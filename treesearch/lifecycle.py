@@ -47,6 +47,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from treesearch._atomic import write_text
+
 __all__ = [
     "Owner",
     "ReapReport",
@@ -63,7 +65,7 @@ __all__ = [
 _PR_SET_PDEATHSIG = 1
 _OWNER = r"(?P<pid>\d+)-(?P<start>\d+)-(?P<boot>[0-9a-f]+)-(?P<ns>[0-9a-f]+)"
 _SCRATCH = re.compile(rf"^(?P<kind>[a-z]+)-{_OWNER}-")
-_RECORD = re.compile(rf"^\.?{_OWNER}\.json(\.\d+\.tmp)?$")
+_RECORD = re.compile(rf"^\.?{_OWNER}\.json(\.[0-9a-f]+\.tmp)?$")
 
 
 # --- identity of processes ------------------------------------------------------------------------
@@ -321,9 +323,7 @@ class _Registry:
                 self.file.unlink()
             return
         data = json.dumps({"groups": sorted(self.groups.items())})
-        temp = self.file.with_name(f".{self.file.name}.{os.getpid()}.tmp")
-        temp.write_text(data, encoding="ascii")
-        os.replace(temp, self.file)
+        write_text(self.file, data)
 
     def add(self, pgid: int) -> None:
         with self.lock:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch import lifecycle
+from treesearch._atomic import write_text
 from treesearch.errors import RunError
 from treesearch.store.inventory import StoreEntry, folder_bytes, list_stores, remove_store
 
@@ -94,9 +95,7 @@ def make_workspace_copy(source: Path, home: Path, *, run_id: str, run_dir: Path)
 
 
 def _write_marker(folder: Path, marker: dict[str, Any]) -> None:
-    temp = folder / f".{COPY_MARKER}.tmp"
-    temp.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-    os.replace(temp, folder / COPY_MARKER)
+    write_text(folder / COPY_MARKER, json.dumps(marker, indent=2) + "\n")
 
 
 def _owner_record() -> dict[str, Any]:

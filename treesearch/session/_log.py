@@ -10,16 +10,14 @@ it dropped.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from treesearch import sandbox
+from treesearch._atomic import write_text
 from treesearch.errors import SandboxError, SessionError
 from treesearch.session._history import History
 from treesearch.types import TreeHash
@@ -145,18 +143,7 @@ class SessionFile:
     def rewrite(self, file: Path, lines: Sequence[str]) -> None:
         """Replace ``file`` atomically by ``lines``; later records go to it."""
         file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=file.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                for line in lines:
-                    fh.write(line + "\n")
-                    fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, file)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_text(file, "".join(line + "\n" for line in lines), fsync=True)
         self.redirect(file)
 
     def append(self, record: dict[str, Any]) -> None:

@@ -20,16 +20,15 @@ key) and the raw response.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from treesearch._atomic import write_text
 from treesearch.errors import AgentError
 
 __all__ = [
@@ -140,17 +139,9 @@ class ResponseCache:
         data = json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{key[:12]}.", suffix=".tmp", dir=target.parent)
+            write_text(target, data)
         except OSError as exc:
             raise AgentError(f"llm cache: cannot write to {target.parent}: {exc}") from exc
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
         return target
 
     def keys(self) -> list[str]:

@@ -40,7 +40,6 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -49,6 +48,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from treesearch._atomic import write_text
 from treesearch.agents.mutation._coverage_run import CoverageRun, run_with_coverage, wrap
 from treesearch.agents.mutation._frames import (
     _Files,
@@ -529,14 +529,7 @@ def _cache_put(key: str, spectrum: _Spectrum, cache_dir: Path | None) -> None:
         return
     with contextlib.suppress(OSError):
         cache_dir.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=cache_dir, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(data, handle)
-            os.replace(temp, cache_dir / f"{key}.json")
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
+        write_text(cache_dir / f"{key}.json", json.dumps(data))
 
 
 def localize(

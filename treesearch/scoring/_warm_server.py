@@ -29,6 +29,7 @@ import builtins  # noqa: E402
 import gc  # noqa: E402
 import importlib  # noqa: E402
 import importlib.machinery  # noqa: E402
+import importlib.util  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
@@ -165,6 +166,8 @@ def _freeze():
     """Keep what the server imported out of the children's garbage collections (``gc.freeze``):
     a full collection in a child, which pytest makes at the end of a session, then walks only
     the child's own objects, and the pages of the server's objects stay shared."""
+    if _SPEED is not None:
+        _SPEED.prime_inspect(_SITE_DIRS)
     gc.collect()
     gc.freeze()
 
@@ -416,6 +419,29 @@ def _learn(request, deny, base_path):
     return learned, threaded
 
 
+def _speed(settings, folder):
+    """Install the rewrite cache and make the warm-up session (``_warm_speed``) as the settings
+    ask; what became of each, for the client."""
+    out = {}
+    name = settings.get("speed_module")
+    if not name:
+        return out
+    try:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(folder, name + ".py"))
+        speed = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(speed)  # never in sys.modules: a child does not see it
+    except BaseException as exc:  # noqa: BLE001 - the server runs as it would without it
+        return {"rewrite_cache": "cannot load %s: %s" % (name, exc)}
+    if settings.get("rewrite_cache"):
+        cache = speed.RewriteCache(settings["rewrite_cache"])
+        out["rewrite_cache"] = "" if cache.install() else cache.why_not
+    if settings.get("warm_up"):
+        global _SPEED
+        out["warm_up"] = speed.warm_up(settings["warm_up"], _SITE_DIRS)
+        _SPEED = speed
+    return out
+
+
 def main():
     sock = socket.socket(fileno=int(sys.argv[1]))
     with open(sys.argv[2], encoding="utf-8") as handle:
@@ -442,6 +468,8 @@ def main():
     deny = set(settings.get("deny") or ())
     threaded = _preload(settings.get("preload") or (), deny)
     sys.path[:] = base_path
+    speed = _speed(settings, path0)
+    sys.path[:] = base_path
     _freeze()
     _send(
         sock,
@@ -451,6 +479,7 @@ def main():
             "base_path": base_path,
             "server_dir": path0,
             "threaded": threaded,
+            **speed,
             **_state(_SITE_DIRS),
         },
     )
@@ -479,6 +508,7 @@ def main():
 
 _SITE_DIRS = []  # type: list[str]
 _COERCED = None
+_SPEED = None  # the module ``_warm_speed`` when the server warms up
 
 if __name__ == "__main__":
     main()

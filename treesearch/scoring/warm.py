@@ -39,7 +39,7 @@ from typing import Any
 
 from treesearch import lifecycle
 from treesearch.scoring.warm_plan import Launch, plan, shell_env
-from treesearch.scoring.warm_proc import WarmServer, WarmServerError
+from treesearch.scoring.warm_proc import WarmServer, WarmServerError, WarmUpError
 from treesearch.types import ProcessResult
 
 __all__ = ["WARM_MODES", "Launch", "WarmRunner", "WarmServerError", "plan"]
@@ -87,7 +87,14 @@ class WarmRunner:
     close) and ``lifecycle``'s watchdog and reaper.
     """
 
-    def __init__(self, mode: str = "auto", *, on_note: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        mode: str = "auto",
+        *,
+        on_note: Callable[[str], None] | None = None,
+        warm_up: bool = True,
+        rewrite_cache: bool = True,
+    ) -> None:
         if mode not in WARM_MODES:
             raise ValueError(f"warm mode must be one of {', '.join(WARM_MODES)}, not {mode!r}")
         self.mode = mode
@@ -108,6 +115,8 @@ class WarmRunner:
         self._preload: list[str] = []
         self._deny: set[str] = set()
         self._names: dict[str, tuple[int, frozenset[str], tuple[str, ...]]] = {}
+        self._warm_up = warm_up
+        self._rewrite_cache = rewrite_cache
 
     def describe(self) -> dict[str, Any]:
         """Plain data for ``summary.json``."""
@@ -242,7 +251,7 @@ class WarmRunner:
             if k != "PYTHONPATH" and not k.startswith(("TREESEARCH_", "PYTEST_"))
         }
         key = (launch.interpreter, tuple(sorted(server_env.items())))
-        for _ in range(3):
+        for _ in range(4):
             server = self._servers.get(key)
             if server is not None:
                 server.settle()
@@ -254,9 +263,20 @@ class WarmRunner:
                 self._drop(server)
             if len(self._servers) >= _MAX_SERVERS:
                 self._drop(next(iter(self._servers.values())))
-            self._servers[key] = WarmServer(
-                launch.interpreter, server_env, self._scratch_dir(), self._preload, self._deny
-            )
+            try:
+                self._servers[key] = WarmServer(
+                    launch.interpreter,
+                    server_env,
+                    self._scratch_dir(),
+                    self._preload,
+                    self._deny,
+                    warm_up=self._warm_up,
+                    rewrite_cache=self._rewrite_cache,
+                )
+            except WarmUpError as exc:  # the same server without the warm-up session
+                self._warm_up = False
+                self.note(f"warm server started without its warm-up: {exc}")
+                continue
             _LIVE.add(self)
         raise WarmServerError("the packages the tests import start threads in the server")
 

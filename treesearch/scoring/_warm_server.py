@@ -166,8 +166,10 @@ def _freeze():
     """Keep what the server imported out of the children's garbage collections (``gc.freeze``):
     a full collection in a child, which pytest makes at the end of a session, then walks only
     the child's own objects, and the pages of the server's objects stay shared."""
+    global _SERVER_MODULES
     if _SPEED is not None:
         _SPEED.prime_inspect(_SITE_DIRS)
+    _SERVER_MODULES = frozenset(sys.modules)
     gc.collect()
     gc.freeze()
 
@@ -308,10 +310,13 @@ def _write_modules(path):
         return
     try:
         site_dirs = _SITE_DIRS
+        known = _SERVER_MODULES  # the server has them (and the client knows why)
         names = sorted(
             name
             for name, module in list(sys.modules.items())
-            if name not in _STARTUP and _installed(_module_file(module), site_dirs)
+            if name not in known
+            and name not in _STARTUP
+            and _installed(_module_file(module), site_dirs)
         )
         with open(path, "w", encoding="utf-8") as handle:
             json.dump(names, handle)
@@ -509,6 +514,7 @@ def main():
 _SITE_DIRS = []  # type: list[str]
 _COERCED = None
 _SPEED = None  # the module ``_warm_speed`` when the server warms up
+_SERVER_MODULES = frozenset()  # type: frozenset[str]
 
 if __name__ == "__main__":
     main()

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch import lifecycle
-from treesearch.scoring.warm_plan import Launch, plan, shell_env
+from treesearch.scoring.warm_plan import Launch, ShellEnv, plan
 from treesearch.scoring.warm_proc import WarmServer, WarmServerError, WarmUpError
 from treesearch.types import ProcessResult
 
@@ -116,6 +116,7 @@ class WarmRunner:
         self._deny: set[str] = set()
         self._names: dict[str, tuple[int, frozenset[str], tuple[str, ...]]] = {}
         self._warm_up = warm_up
+        self._shell_env = ShellEnv()
         self._rewrite_cache = rewrite_cache
 
     def describe(self) -> dict[str, Any]:
@@ -164,7 +165,7 @@ class WarmRunner:
         env = {**os.environ, **extra_env}
         launch = plan(command, env, cwd) if pytest else "not a pytest command"
         if not isinstance(launch, str) and launch.shell:
-            from_shell = shell_env(env, cwd, launch)
+            from_shell = self._shell_env(env, cwd, launch)
             if from_shell is None:
                 launch = "cannot read the environment /bin/sh gives its commands"
             else:

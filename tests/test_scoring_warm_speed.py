@@ -234,7 +234,7 @@ def test_warm_up_session_leaves_nothing_a_test_can_see(tmp_path: Path, runner: W
             "test_number.py": "def test_number(number):\n    assert number == 4\n",
         },
     )
-    s = spec("-s", "-p", "no:faulthandler")
+    s = spec("-s")
     for _ in range(2):
         cold = run_tests(s, ws)
         warm = run_tests(s, ws, warm=runner)

@@ -144,6 +144,26 @@ def test_rewrite_cache_keeps_the_warnings_of_the_rewrite_and_of_the_compiler(
     assert any(name.endswith(".warns") for name in cached_entries(runner))
 
 
+@pytest.mark.parametrize("style", ["auto", "native", "long"])
+def test_rewrite_cache_shows_a_test_module_that_does_not_compile_as_a_cold_run_does(
+    tmp_path: Path, runner: WarmRunner, style: str
+) -> None:
+    """Regression: pytest's own ``_rewrite_test`` frame was missing from the traceback of a
+    collection error when the cache compiled the module itself."""
+    ws = project(
+        tmp_path / "ws",
+        {"test_ok.py": "def test_ok():\n    pass\n", "test_bad.py": "def test_bad(:\n    pass\n"},
+    )
+    s = spec(f"--tb={style}")
+    for _ in range(2):
+        cold = run_tests(s, ws)
+        warm = run_tests(s, ws, warm=runner)
+        assert view(warm) == view(cold)
+        assert "in _rewrite_test" in cold.output
+        assert re.sub(r"[\d.]+s", "", warm.output) == re.sub(r"[\d.]+s", "", cold.output)
+    assert runner.warm_runs == 2
+
+
 def test_rewrite_cache_steps_aside_for_a_conftest_that_patches_the_rewriter(
     tmp_path: Path, runner: WarmRunner
 ) -> None:

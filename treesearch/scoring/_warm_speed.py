@@ -36,13 +36,17 @@ from _imp import _fix_co_filename  # type: ignore[attr-defined]  # the import sy
 
 # --- the warm-up session --------------------------------------------------------------------------
 
+# A small project laid out as most are (settings in pyproject.toml, tests in a folder, a module
+# of its own): pytest runs through the paths it takes in a real run.
 _SUITE = {
-    "pytest.ini": "[pytest]\n",
+    "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\ntestpaths = ["tests"]\n',
+    "treesearch_warm_up_helper/__init__.py": "def double(n):\n    return 2 * n\n",
     "conftest.py": ("import pytest\n\n\n@pytest.fixture\ndef number():\n    return 3\n"),
-    "test_treesearch_warm_up.py": (
-        "import pytest\n\n\n"
+    "tests/test_treesearch_warm_up.py": (
+        "import pytest\n"
+        "from treesearch_warm_up_helper import double\n\n\n"
         "def test_pass(number):\n"
-        "    assert number == 3\n\n\n"
+        "    assert double(number) == 6\n\n\n"
         "def test_fail():\n"
         "    left = {'a': [1, 2], 'b': 'text'}\n"
         "    assert left == {'a': [1, 3], 'b': 'other'}\n\n\n"
@@ -62,7 +66,7 @@ _SUITE = {
         "            {}['x']\n"
     ),
 }
-_SUITE_MODULES = ("conftest", "test_treesearch_warm_up")
+_SUITE_MODULES = ("conftest", "test_treesearch_warm_up", "treesearch_warm_up_helper")
 _HOOKS = ("excepthook", "unraisablehook", "displayhook", "breakpointhook")
 _LAST = ("last_type", "last_value", "last_traceback", "last_exc")
 
@@ -192,9 +196,10 @@ def warm_up(folder, site_dirs):
     """Run the scratch suite once in this process; '' or what it left behind."""
     import pytest
 
-    os.makedirs(folder, exist_ok=True)
     for name, text in _SUITE.items():
-        with open(os.path.join(folder, name), "w", encoding="utf-8") as handle:
+        path = os.path.join(folder, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
@@ -215,7 +220,6 @@ def warm_up(folder, site_dirs):
             "-o",
             "junit_family=xunit1",
             "--junitxml=" + os.path.join(folder, "junit.xml"),
-            folder,
         ]
         try:
             pytest.main(args)
@@ -329,8 +333,13 @@ class RewriteCache:
         # Everything the rewrite reads: replaced by a plugin or a test, and the cache steps aside.
         self.parts = [
             (space, dict(vars(space)))
-            for space in (rewrite, rewrite.AssertionRewriter, ast, ast.NodeVisitor, importlib.util)
+            for space in (rewrite, rewrite.AssertionRewriter, ast.NodeVisitor, importlib.util)
         ]
+        # ast's functions (not its node classes: a few hundred objects a check would touch)
+        self.ast = ast
+        self.ast_functions = {
+            name: value for name, value in vars(ast).items() if not isinstance(value, type)
+        }
         self.builtin_compile = compile
         os.makedirs(folder, exist_ok=True)
 
@@ -339,6 +348,10 @@ class RewriteCache:
 
         if builtins.compile is not self.builtin_compile or "compile" in vars(self.rewrite):
             return False
+        current = vars(self.ast)
+        for name, value in self.ast_functions.items():
+            if current.get(name, self) is not value:
+                return False
         for space, saved in self.parts:
             current = vars(space)
             if len(current) != len(saved):

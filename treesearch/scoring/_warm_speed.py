@@ -78,6 +78,13 @@ def _fds():
         return None
 
 
+def _threads():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
 def _snapshot():
     threading = sys.modules.get("threading")
     root = logging.getLogger()
@@ -105,6 +112,7 @@ def _snapshot():
         "gc": (gc.isenabled(), gc.get_threshold()),
         "linecache": dict(linecache.cache),
         "fds": _fds(),
+        "threads": _threads(),  # a fork of a process with threads may deadlock
         "dont_write_bytecode": sys.dont_write_bytecode,
     }
 

@@ -295,3 +295,41 @@ def test_kept_shell_environment_follows_the_folder_and_every_fixed_variable(
         (str(tmp_path / "b"), "2"),
     ]
     assert runner.warm_runs == 4 and not runner.notes
+
+
+# --- pluggy's argument names ------------------------------------------------------------------------
+
+
+def test_kept_hook_argument_names_follow_a_function_whose_code_a_conftest_replaced(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """The server keeps pluggy 1.6's argument names of pytest's own hook functions: a conftest
+    that gives one of them other code (and registers it again) gets pluggy's answer for the new
+    code, as in a cold run. Runs with the ``python`` of ``PATH`` (the interpreter whose pluggy
+    has the slow ``varnames``, when there is one)."""
+    ws = project(
+        tmp_path / "ws",
+        {
+            "conftest.py": """
+                import types
+                import _pytest.terminal as terminal
+
+                def pytest_configure(config):
+                    func = terminal.pytest_report_teststatus
+                    def other(report, bogus):
+                        return None
+                    func.__code__ = other.__code__
+                    late = types.SimpleNamespace(pytest_report_teststatus=func)
+                    config.pluginmanager.register(late, "late")
+            """,
+            "test_a.py": "def test_a():\n    pass\n",
+        },
+    )
+    s = spec(command="python -m pytest -q", env={**QUICK_ENV, "PATH": os.environ["PATH"]})
+    for _ in range(2):
+        cold = run_tests(s, ws)
+        warm = run_tests(s, ws, warm=runner)
+        assert view(warm) == view(cold)
+        assert "bogus" in cold.output
+        assert re.sub(r"0x[0-9a-f]+", "", warm.output) == re.sub(r"0x[0-9a-f]+", "", cold.output)
+    assert runner.warm_runs == 2

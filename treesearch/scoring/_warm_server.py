@@ -442,7 +442,10 @@ def _speed(settings, folder):
         out["rewrite_cache"] = "" if cache.install() else cache.why_not
     if settings.get("warm_up"):
         global _SPEED
+        memo = speed.VarnamesMemo()
+        memo.install()
         out["warm_up"] = speed.warm_up(settings["warm_up"], _SITE_DIRS)
+        memo.learning = False  # the children only read what the warm-up taught it
         _SPEED = speed
     return out
 

@@ -461,3 +461,68 @@ class RewriteCache:
             os.replace(part, entry)
         except Exception:  # noqa: BLE001 - a cache only: the run goes on with its own code
             pass
+
+
+# --- pluggy's argument names of hook functions ----------------------------------------------------
+
+# pluggy 1.6's ``varnames``: ``inspect.signature`` of every hook implementation and specification
+# each time a plugin registers (a few hundred per session). Its answer for a plain function is a
+# function of the code, defaults and name of that function: the server keeps the answers for the
+# functions it has (pytest's own plugins), checked against those on every use. Other versions
+# (1.7 reads the code object directly) are left alone.
+_VARNAMES_SHA256 = "1cd609b85ed9c31c78fccca01dccbd8bae5e819f4e7e9dae38a60b25ed1c5905"
+
+
+class VarnamesMemo:
+    """Answers of ``pluggy._hooks.varnames`` for the server's functions; learned in the server
+    (``learning``), only read in its children."""
+
+    def __init__(self):
+        self.learning = True
+        self.answers = {}
+        self.original = None
+        try:
+            from pluggy import _hooks
+
+            text = inspect.getsource(_hooks.varnames)
+        except BaseException:  # noqa: BLE001
+            return
+        if hashlib.sha256(text.encode("utf-8")).hexdigest() != _VARNAMES_SHA256:
+            return
+        self.hooks = _hooks
+        self.original = _hooks.varnames
+
+    def install(self):
+        if self.original is None:
+            return False
+        memo = self
+        function_type = type(_threads)
+
+        def varnames(func):
+            bound = inspect.ismethod(func)
+            target = func.__func__ if bound else func
+            if type(target) is not function_type:
+                return memo.original(func)
+            extra = target.__dict__
+            stamp = (
+                target.__code__,
+                target.__defaults__,
+                target.__kwdefaults__,
+                target.__qualname__,
+                "__signature__" in extra or "__wrapped__" in extra,
+            )
+            key = (bound, target)
+            known = memo.answers.get(key)
+            if known is not None and all(known[0][i] is stamp[i] for i in range(5)):
+                return known[1]
+            answer = memo.original(func)
+            if memo.learning and not stamp[4]:
+                memo.answers[key] = (stamp, answer)
+            return answer
+
+        varnames.__name__ = self.original.__name__
+        varnames.__qualname__ = self.original.__qualname__
+        varnames.__doc__ = self.original.__doc__
+        varnames.__module__ = self.original.__module__
+        self.hooks.varnames = varnames
+        return True

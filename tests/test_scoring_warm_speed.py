@@ -74,18 +74,23 @@ def runner() -> Iterator[WarmRunner]:
 # --- the cache of rewritten test modules ----------------------------------------------------------
 
 
+@pytest.mark.parametrize("interpreter", ["this", "python of PATH"])
 def test_rewrite_cache_serves_no_code_of_other_bytes_of_the_same_size_and_time_stamp(
-    tmp_path: Path, runner: WarmRunner
+    tmp_path: Path, runner: WarmRunner, interpreter: str
 ) -> None:
     """Regression: a cache keyed by time stamp and size (pytest's own pyc check) would run the
-    old code of a test file that a restore gave other bytes of the same size in the same second."""
+    old code of a test file that a restore gave other bytes of the same size in the same second.
+    Both interpreters: their pytest versions may differ (a stat or a source hash with the code)."""
     one = "def test_value():\n    assert 1 + 1 == 2\n"
     two = "def test_value():\n    assert 1 + 1 == 3\n"
     assert len(one) == len(two)
     ws = project(tmp_path / "ws", {"test_a.py": one})
     test_file = ws / "test_a.py"
     stamp = test_file.stat().st_mtime_ns
-    s = spec()
+    if interpreter == "this":
+        s = spec()
+    else:
+        s = spec(command="python -m pytest -q", env={**QUICK_ENV, "PATH": os.environ["PATH"]})
     seen = []
     for text in (one, one, two, two, one):
         test_file.write_text(text)

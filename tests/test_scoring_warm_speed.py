@@ -270,6 +270,25 @@ def test_warm_up_session_leaves_nothing_a_test_can_see(tmp_path: Path, runner: W
     assert runner._scratch is not None and (runner._scratch / "warm-up").is_dir()  # it ran
 
 
+def test_workspace_module_named_like_one_the_warm_up_imported_runs_warm_without_the_warm_up(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """pytest's debugger plugin imports the standard library's ``code`` at every session, so the
+    warm-up does too: a workspace's own ``code.py`` (which a cold run imports instead) gets a
+    server started without the warm-up, not cold runs."""
+    ws = project(
+        tmp_path / "ws",
+        {
+            "code.py": "VALUE = 1\n",
+            "test_a.py": "import code\ndef test_a():\n    assert code.VALUE\n",
+        },
+    )
+    cold = run_tests(spec(), ws)
+    warm = run_tests(spec(), ws, warm=runner)
+    assert view(warm) == view(cold) and outcomes(cold) == {"test_a": "passed"}
+    assert runner.warm_runs == 1 and not runner.notes
+
+
 # --- the environment /bin/sh gives --------------------------------------------------------------
 
 

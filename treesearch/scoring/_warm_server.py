@@ -444,7 +444,7 @@ def _speed(settings, folder):
         global _SPEED
         memo = speed.VarnamesMemo()
         memo.install()
-        out["warm_up"] = speed.warm_up(settings["warm_up"], _SITE_DIRS)
+        out["warm_up"], out["warmed"] = speed.warm_up(settings["warm_up"], _SITE_DIRS)
         memo.learning = False  # the children only read what the warm-up taught it
         _SPEED = speed
     return out

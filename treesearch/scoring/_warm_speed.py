@@ -201,7 +201,8 @@ def prime_inspect(site_dirs):
 
 
 def warm_up(folder, site_dirs):
-    """Run the scratch suite once in this process; '' or what it left behind."""
+    """Run the scratch suite once in this process; '' or what it left behind, and the top-level
+    names of the (installed) modules it imported."""
     import pytest
 
     for name, text in _SUITE.items():
@@ -232,7 +233,7 @@ def warm_up(folder, site_dirs):
         try:
             pytest.main(args)
         except BaseException as exc:  # noqa: BLE001 - said to the client
-            return "the warm-up session raised %s" % (type(exc).__name__,)
+            return "the warm-up session raised %s" % (type(exc).__name__,), []
         finally:
             for stream in (sys.stdout, sys.stderr):
                 try:
@@ -245,9 +246,10 @@ def warm_up(folder, site_dirs):
         for fd in saved + [null]:
             os.close(fd)
         left = _restore(before, site_dirs)
+    added = sorted({name.split(".")[0] for name in set(sys.modules) - before["modules"]})
     if left:
-        return "the warm-up session left changes in: " + ", ".join(left)
-    return ""
+        return "the warm-up session left changes in: " + ", ".join(left), added
+    return "", added
 
 
 # --- the cache of rewritten test modules ----------------------------------------------------------

@@ -176,7 +176,9 @@ class WarmRunner:
         try:
             server = self._server(launch, env)
             why = self._unsafe(server, workspace, cwd, env)
-            if why == "restart":
+            for _ in range(2):  # without the warm-up, then without a learned package
+                if why != "restart":
+                    break
                 server = self._server(launch, env)
                 why = self._unsafe(server, workspace, cwd, env)
         except WarmServerError as exc:
@@ -309,6 +311,10 @@ class WarmRunner:
         shadowed = server.modules & names
         if not shadowed:
             return ""
+        if server.warmed & shadowed and self._warm_up:  # the warm-up imported it
+            self._warm_up = False
+            self._drop(server)
+            return "restart"
         learned = {n.split(".")[0] for n in self._preload} & shadowed
         if learned:
             self._deny |= learned

@@ -160,6 +160,8 @@ class WarmServer:
         if hello.get("warm_up"):
             self.close()
             raise WarmUpError(f"its warm-up session could not be undone: {hello['warm_up']}")
+        self.warmed: set[str] = set(hello.get("warmed") or ())
+        """Top-level names of the modules the warm-up session imported."""
         self.rewrite_cache: str = hello.get("rewrite_cache") or ""
         """Why the cache of rewritten test modules is not used ('' when it is)."""
         self.base_path: list[str] = list(hello["base_path"])

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sys
 import textwrap
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -356,4 +358,51 @@ def test_kept_hook_argument_names_follow_a_function_whose_code_a_conftest_replac
         assert view(warm) == view(cold)
         assert "bogus" in cold.output
         assert re.sub(r"0x[0-9a-f]+", "", warm.output) == re.sub(r"0x[0-9a-f]+", "", cold.output)
+    assert runner.warm_runs == 2
+
+
+# --- the spare child ----------------------------------------------------------------------------
+
+
+def _live(text: str) -> list[int]:
+    """Live processes whose command line holds ``text`` (zombies are dead)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+            state = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text.encode() in cmdline and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+def _wait_until(check: Callable[[], bool], seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def test_spare_child_forked_between_runs_ends_with_its_killed_server(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """The server forks the next run's child ahead of time; a server killed outright (no chance
+    to end it) leaves no such child behind, and the runner goes on with a new server."""
+    ws = project(tmp_path / "ws", {"test_a.py": "def test_a():\n    pass\n"})
+    cold = run_tests(spec(), ws)
+    assert view(run_tests(spec(), ws, warm=runner)) == view(cold)
+    assert runner._scratch is not None
+    scratch = str(runner._scratch)
+    (server,) = runner._servers.values()
+    assert _wait_until(lambda: len(_live(scratch)) == 2)  # the server and its spare
+    os.kill(server.proc.pid, signal.SIGKILL)
+    server.proc.wait()
+    assert _wait_until(lambda: not _live(scratch))
+    assert view(run_tests(spec(), ws, warm=runner)) == view(cold)
     assert runner.warm_runs == 2

@@ -359,21 +359,84 @@ def _kill_group(pid):
         pass
 
 
-def _serve_run(sock, request, fds):
-    """Fork the child of one run, report its pid and its end, reap it when told to."""
+def _fork_spare(sock):
+    """Fork the child of the next run now, between runs (the fork and its first copies of pages
+    then cost the next run nothing): it waits for its request on a channel of its own, and ends
+    when the channel does (the server ended). Made after the server's state is final for the
+    next run (after it imports what the last run taught it): the same process a fork at the
+    request would give. (pid, channel), or None."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except BaseException:  # noqa: BLE001
             pass
-    pid = os.fork()
+    try:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+    except OSError:
+        return None
     if pid == 0:
         try:
-            _child(request, fds, sock)
+            os.close(sock.detach())
+            ours.close()
+            try:
+                request, fds = _recv(theirs)
+            except BaseException:  # noqa: BLE001 - the server ended or dropped this spare
+                os._exit(0)
+            _child(request, fds, theirs)
         except BaseException:  # noqa: BLE001 - the run's stderr says why, if it is set up
             traceback.print_exc()
         finally:
             os._exit(70)
+    theirs.close()
+    return pid, ours
+
+
+def _drop_spare(spare):
+    if spare is None:
+        return
+    pid, channel = spare
+    channel.close()  # it ends at the end of its channel
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
+
+
+def _use_spare(spare, request, fds):
+    """Hand the run to the spare child: its pid, or None (it is gone: fork a new one)."""
+    pid, channel = spare
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == 0:
+            _send(channel, request, fds)
+            channel.close()
+            return pid
+    except OSError:
+        pass
+    _drop_spare(spare)
+    return None
+
+
+def _serve_run(sock, request, fds, spare=None):
+    """Start the child of one run (the spare, or a new fork), report its pid and its end, reap
+    it when told to."""
+    pid = _use_spare(spare, request, fds) if spare is not None else None
+    if pid is None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:  # noqa: BLE001
+                pass
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _child(request, fds, sock)
+            except BaseException:  # noqa: BLE001 - the run's stderr says why, if it is set up
+                traceback.print_exc()
+            finally:
+                os._exit(70)
     for fd in fds:
         os.close(fd)
     _send(sock, {"pid": pid})
@@ -491,17 +554,20 @@ def main():
             **_state(_SITE_DIRS),
         },
     )
+    spare = _fork_spare(sock) if settings.get("spare") and not threaded else None
     while True:
         try:
             request, fds = _recv(sock)
         except (EOFError, OSError):
             return
         if request.get("op") != "run":
+            _drop_spare(spare)
             return
         try:
-            _serve_run(sock, request, fds)
+            _serve_run(sock, request, fds, spare)
         except (EOFError, OSError):
             return
+        spare = None
         learned, threaded = _learn(request, deny, base_path)
         reply = {"reaped": True, "threaded": threaded}
         if learned:
@@ -512,6 +578,7 @@ def main():
             return
         if threaded:
             return  # the client starts a new server without that module
+        spare = _fork_spare(sock) if settings.get("spare") else None
 
 
 _SITE_DIRS = []  # type: list[str]

@@ -94,6 +94,7 @@ class WarmRunner:
         on_note: Callable[[str], None] | None = None,
         warm_up: bool = True,
         rewrite_cache: bool = True,
+        spare: bool = True,
     ) -> None:
         if mode not in WARM_MODES:
             raise ValueError(f"warm mode must be one of {', '.join(WARM_MODES)}, not {mode!r}")
@@ -118,6 +119,7 @@ class WarmRunner:
         self._warm_up = warm_up
         self._shell_env = ShellEnv()
         self._rewrite_cache = rewrite_cache
+        self._spare = spare
 
     def describe(self) -> dict[str, Any]:
         """Plain data for ``summary.json``."""
@@ -275,6 +277,7 @@ class WarmRunner:
                     self._deny,
                     warm_up=self._warm_up,
                     rewrite_cache=self._rewrite_cache,
+                    spare=self._spare,
                 )
             except WarmUpError as exc:  # the same server without the warm-up session
                 self._warm_up = False

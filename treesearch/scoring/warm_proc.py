@@ -97,6 +97,7 @@ class WarmServer:
         *,
         warm_up: bool = False,
         rewrite_cache: bool = False,
+        spare: bool = False,
     ) -> None:
         self.preload = list(preload)
         self.deny = set(deny)
@@ -116,6 +117,7 @@ class WarmServer:
                     "speed_module": _SPEED_MODULE if warm_up or rewrite_cache else None,
                     "warm_up": str(scratch / "warm-up") if warm_up else None,
                     "rewrite_cache": str(scratch / "rewritten") if rewrite_cache else None,
+                    "spare": spare,
                 }
             )
         )

@@ -1,23 +1,28 @@
 # ruff: noqa: SIM105, UP020, UP031 - it runs in the tests' interpreter: plain code, few imports
 """What makes a warm server's children quick, with the same results (``_warm_server.py``).
 
-Copied beside the server and imported by it (then dropped from ``sys.modules``: a child does
-not see it). Two things:
+Loaded by the server from a copy beside it, never put in ``sys.modules`` (a child does not see
+it). Four things:
 
-* ``warm_up``: one pytest session in the server, on a scratch suite outside every workspace, so
-  that what pytest builds lazily on first use (compiled regular expressions, cached parsers,
-  first-touch allocations) is built once in the server instead of in every child. Everything
-  such a session leaves that a test could see is put back (environment, folder, ``sys.path``,
-  import hooks, modules of the scratch suite, warnings filters, logging, fault handler, exit
-  handlers, hooks, ``sys.last_*``, caches of source lines); whatever cannot be put back is
-  said, and the client starts its servers without a warm-up.
+* ``warm_up``: one pytest session in the server, on a scratch project outside every workspace,
+  so that what pytest builds lazily on first use (compiled patterns, lazily imported modules)
+  is built once in the server instead of in every child. Everything such a session leaves that
+  a test could see is put back (environment, folder, ``sys.path``, import hooks, modules of the
+  scratch project, warnings filters, logging, fault handler, exit handlers, hooks,
+  ``sys.last_*``, caches of source lines) and checked, with open files and threads; whatever
+  stays changed is said, and the client starts its servers without a warm-up.
+* ``prime_inspect``: ``inspect.getmodule``'s tables of module files for the installed modules
+  (a child's first failure report otherwise walks every module with ``realpath``).
 * ``RewriteCache``: pytest rewrites the asserts of every test module and conftest in every run
   (the runs write no bytecode, so pytest's own pyc cache is never there). The cache keeps the
-  rewritten code in the server's scratch folder, under a hash of the source BYTES, the file's
-  path, the interpreter, pytest's version and the rewrite's options: never under time stamps
-  or sizes (a restored state may hold other bytes of the same size within the same second).
-  It is used only for the exact ``_rewrite_test`` it knows, and only while nothing the rewrite
-  depends on has been replaced (a plugin that patches the rewriter gets the uncached path).
+  rewritten code in the server's scratch folder under a hash of the source BYTES, the
+  interpreter, pytest's version and the rewrite's option: never under time stamps or sizes (a
+  restored state may hold other bytes of the same size within the same second), and not under
+  the path (the code gets the file's name put in). It is used only for the exact
+  ``_rewrite_test`` it knows, only while nothing the rewrite depends on has been replaced (a
+  plugin that patches the rewriter gets pytest's own path), never for a source whose rewrite
+  warns, and a source that does not compile goes to pytest's own function (same traceback).
+* ``VarnamesMemo``: pluggy 1.6's argument names of the server's hook functions.
 
 Standard library only, Python 3.9+: it runs in the interpreter of the tests. It never prints.
 """

@@ -102,9 +102,15 @@ def measure_suite(source: Path, runs: int, scratch: Path) -> dict[str, Any]:
 
 def measure(runs: int = 10, bug: str = "arith_bisect") -> dict[str, Any]:
     """Warm against cold test runs per second on the demo's 10 tests and on one bug."""
+    load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="throughput-warm-") as tmp:
         rows = [measure_suite(DEMO, runs, Path(tmp)), measure_suite(BUGS / bug, runs, Path(tmp))]
-    return {"warm_vs_cold": rows, "python": sys.version.split()[0]}
+    return {
+        "warm_vs_cold": rows,
+        "python": sys.version.split()[0],
+        "load_before": [round(x, 2) for x in load],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def report(result: dict[str, Any]) -> str:
@@ -121,6 +127,11 @@ def report(result: dict[str, Any]) -> str:
             f" {row['cpu_ratio']:>5}x"
         )
         lines += [f"  note: {n}" for n in row["notes"]]
+    if "load_before" in result:
+        lines.append(
+            f"load average (1, 5, 15 min) before {result['load_before']}, "
+            f"after {result['load_after']} on {os.cpu_count()} cores"
+        )
     lines.append("(a shared machine: the figures are noisy; compare ratios of one run)")
     return "\n".join(lines)
 

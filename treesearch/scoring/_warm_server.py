@@ -29,6 +29,7 @@ import builtins  # noqa: E402
 import gc  # noqa: E402
 import importlib  # noqa: E402
 import importlib.machinery  # noqa: E402
+import importlib.util  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
@@ -165,6 +166,10 @@ def _freeze():
     """Keep what the server imported out of the children's garbage collections (``gc.freeze``):
     a full collection in a child, which pytest makes at the end of a session, then walks only
     the child's own objects, and the pages of the server's objects stay shared."""
+    global _SERVER_MODULES
+    if _SPEED is not None:
+        _SPEED.prime_inspect(_SITE_DIRS)
+    _SERVER_MODULES = frozenset(sys.modules)
     gc.collect()
     gc.freeze()
 
@@ -305,10 +310,13 @@ def _write_modules(path):
         return
     try:
         site_dirs = _SITE_DIRS
+        known = _SERVER_MODULES  # the server has them (and the client knows why)
         names = sorted(
             name
             for name, module in list(sys.modules.items())
-            if name not in _STARTUP and _installed(_module_file(module), site_dirs)
+            if name not in known
+            and name not in _STARTUP
+            and _installed(_module_file(module), site_dirs)
         )
         with open(path, "w", encoding="utf-8") as handle:
             json.dump(names, handle)
@@ -351,21 +359,84 @@ def _kill_group(pid):
         pass
 
 
-def _serve_run(sock, request, fds):
-    """Fork the child of one run, report its pid and its end, reap it when told to."""
+def _fork_spare(sock):
+    """Fork the child of the next run now, between runs (the fork and its first copies of pages
+    then cost the next run nothing): it waits for its request on a channel of its own, and ends
+    when the channel does (the server ended). Made after the server's state is final for the
+    next run (after it imports what the last run taught it): the same process a fork at the
+    request would give. (pid, channel), or None."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except BaseException:  # noqa: BLE001
             pass
-    pid = os.fork()
+    try:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+    except OSError:
+        return None
     if pid == 0:
         try:
-            _child(request, fds, sock)
+            os.close(sock.detach())
+            ours.close()
+            try:
+                request, fds = _recv(theirs)
+            except BaseException:  # noqa: BLE001 - the server ended or dropped this spare
+                os._exit(0)
+            _child(request, fds, theirs)
         except BaseException:  # noqa: BLE001 - the run's stderr says why, if it is set up
             traceback.print_exc()
         finally:
             os._exit(70)
+    theirs.close()
+    return pid, ours
+
+
+def _drop_spare(spare):
+    if spare is None:
+        return
+    pid, channel = spare
+    channel.close()  # it ends at the end of its channel
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
+
+
+def _use_spare(spare, request, fds):
+    """Hand the run to the spare child: its pid, or None (it is gone: fork a new one)."""
+    pid, channel = spare
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == 0:
+            _send(channel, request, fds)
+            channel.close()
+            return pid
+    except OSError:
+        pass
+    _drop_spare(spare)
+    return None
+
+
+def _serve_run(sock, request, fds, spare=None):
+    """Start the child of one run (the spare, or a new fork), report its pid and its end, reap
+    it when told to."""
+    pid = _use_spare(spare, request, fds) if spare is not None else None
+    if pid is None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:  # noqa: BLE001
+                pass
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _child(request, fds, sock)
+            except BaseException:  # noqa: BLE001 - the run's stderr says why, if it is set up
+                traceback.print_exc()
+            finally:
+                os._exit(70)
     for fd in fds:
         os.close(fd)
     _send(sock, {"pid": pid})
@@ -416,6 +487,32 @@ def _learn(request, deny, base_path):
     return learned, threaded
 
 
+def _speed(settings, folder):
+    """Install the rewrite cache and make the warm-up session (``_warm_speed``) as the settings
+    ask; what became of each, for the client."""
+    out = {}
+    name = settings.get("speed_module")
+    if not name:
+        return out
+    try:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(folder, name + ".py"))
+        speed = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(speed)  # never in sys.modules: a child does not see it
+    except BaseException as exc:  # noqa: BLE001 - the server runs as it would without it
+        return {"rewrite_cache": "cannot load %s: %s" % (name, exc)}
+    if settings.get("rewrite_cache"):
+        cache = speed.RewriteCache(settings["rewrite_cache"])
+        out["rewrite_cache"] = "" if cache.install() else cache.why_not
+    if settings.get("warm_up"):
+        global _SPEED
+        memo = speed.VarnamesMemo()
+        memo.install()
+        out["warm_up"], out["warmed"] = speed.warm_up(settings["warm_up"], _SITE_DIRS)
+        memo.learning = False  # the children only read what the warm-up taught it
+        _SPEED = speed
+    return out
+
+
 def main():
     sock = socket.socket(fileno=int(sys.argv[1]))
     with open(sys.argv[2], encoding="utf-8") as handle:
@@ -442,6 +539,8 @@ def main():
     deny = set(settings.get("deny") or ())
     threaded = _preload(settings.get("preload") or (), deny)
     sys.path[:] = base_path
+    speed = _speed(settings, path0)
+    sys.path[:] = base_path
     _freeze()
     _send(
         sock,
@@ -451,20 +550,24 @@ def main():
             "base_path": base_path,
             "server_dir": path0,
             "threaded": threaded,
+            **speed,
             **_state(_SITE_DIRS),
         },
     )
+    spare = _fork_spare(sock) if settings.get("spare") and not threaded else None
     while True:
         try:
             request, fds = _recv(sock)
         except (EOFError, OSError):
             return
         if request.get("op") != "run":
+            _drop_spare(spare)
             return
         try:
-            _serve_run(sock, request, fds)
+            _serve_run(sock, request, fds, spare)
         except (EOFError, OSError):
             return
+        spare = None
         learned, threaded = _learn(request, deny, base_path)
         reply = {"reaped": True, "threaded": threaded}
         if learned:
@@ -475,10 +578,13 @@ def main():
             return
         if threaded:
             return  # the client starts a new server without that module
+        spare = _fork_spare(sock) if settings.get("spare") else None
 
 
 _SITE_DIRS = []  # type: list[str]
 _COERCED = None
+_SPEED = None  # the module ``_warm_speed`` when the server warms up
+_SERVER_MODULES = frozenset()  # type: frozenset[str]
 
 if __name__ == "__main__":
     main()

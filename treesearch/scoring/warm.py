@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from treesearch import lifecycle
-from treesearch.scoring.warm_plan import Launch, plan, shell_env
-from treesearch.scoring.warm_proc import WarmServer, WarmServerError
+from treesearch.scoring.warm_plan import Launch, ShellEnv, plan
+from treesearch.scoring.warm_proc import WarmServer, WarmServerError, WarmUpError
 from treesearch.types import ProcessResult
 
 __all__ = ["WARM_MODES", "Launch", "WarmRunner", "WarmServerError", "plan"]
@@ -87,7 +87,15 @@ class WarmRunner:
     close) and ``lifecycle``'s watchdog and reaper.
     """
 
-    def __init__(self, mode: str = "auto", *, on_note: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        mode: str = "auto",
+        *,
+        on_note: Callable[[str], None] | None = None,
+        warm_up: bool = True,
+        rewrite_cache: bool = True,
+        spare: bool = True,
+    ) -> None:
         if mode not in WARM_MODES:
             raise ValueError(f"warm mode must be one of {', '.join(WARM_MODES)}, not {mode!r}")
         self.mode = mode
@@ -108,6 +116,10 @@ class WarmRunner:
         self._preload: list[str] = []
         self._deny: set[str] = set()
         self._names: dict[str, tuple[int, frozenset[str], tuple[str, ...]]] = {}
+        self._warm_up = warm_up
+        self._shell_env = ShellEnv()
+        self._rewrite_cache = rewrite_cache
+        self._spare = spare
 
     def describe(self) -> dict[str, Any]:
         """Plain data for ``summary.json``."""
@@ -155,7 +167,7 @@ class WarmRunner:
         env = {**os.environ, **extra_env}
         launch = plan(command, env, cwd) if pytest else "not a pytest command"
         if not isinstance(launch, str) and launch.shell:
-            from_shell = shell_env(env, cwd, launch)
+            from_shell = self._shell_env(env, cwd, launch)
             if from_shell is None:
                 launch = "cannot read the environment /bin/sh gives its commands"
             else:
@@ -166,7 +178,9 @@ class WarmRunner:
         try:
             server = self._server(launch, env)
             why = self._unsafe(server, workspace, cwd, env)
-            if why == "restart":
+            for _ in range(2):  # without the warm-up, then without a learned package
+                if why != "restart":
+                    break
                 server = self._server(launch, env)
                 why = self._unsafe(server, workspace, cwd, env)
         except WarmServerError as exc:
@@ -242,7 +256,7 @@ class WarmRunner:
             if k != "PYTHONPATH" and not k.startswith(("TREESEARCH_", "PYTEST_"))
         }
         key = (launch.interpreter, tuple(sorted(server_env.items())))
-        for _ in range(3):
+        for _ in range(4):
             server = self._servers.get(key)
             if server is not None:
                 server.settle()
@@ -254,9 +268,21 @@ class WarmRunner:
                 self._drop(server)
             if len(self._servers) >= _MAX_SERVERS:
                 self._drop(next(iter(self._servers.values())))
-            self._servers[key] = WarmServer(
-                launch.interpreter, server_env, self._scratch_dir(), self._preload, self._deny
-            )
+            try:
+                self._servers[key] = WarmServer(
+                    launch.interpreter,
+                    server_env,
+                    self._scratch_dir(),
+                    self._preload,
+                    self._deny,
+                    warm_up=self._warm_up,
+                    rewrite_cache=self._rewrite_cache,
+                    spare=self._spare,
+                )
+            except WarmUpError as exc:  # the same server without the warm-up session
+                self._warm_up = False
+                self.note(f"warm server started without its warm-up: {exc}")
+                continue
             _LIVE.add(self)
         raise WarmServerError("the packages the tests import start threads in the server")
 
@@ -288,6 +314,10 @@ class WarmRunner:
         shadowed = server.modules & names
         if not shadowed:
             return ""
+        if server.warmed & shadowed and self._warm_up:  # the warm-up imported it
+            self._warm_up = False
+            self._drop(server)
+            return "restart"
         learned = {n.split(".")[0] for n in self._preload} & shadowed
         if learned:
             self._deny |= learned

@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Launch", "plan", "shell_env", "shell_execs"]
+__all__ = ["Launch", "ShellEnv", "plan", "shell_env", "shell_execs"]
 
 _SHELL_SPECIAL = re.compile(r"[$`;&|<>(){}*?\[\]~!#\n\r]")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
@@ -159,3 +159,46 @@ def shell_env(env: Mapping[str, str], cwd: str, launch: Launch) -> dict[str, str
     if out.get("_") == program:  # bash names the program it runs there: ours, not env's
         out["_"] = launch.interpreter if launch.mode == "module" else launch.argv0
     return out
+
+
+# Variables a run sets for itself (its plugin files, its import path) that /bin/sh passes on as
+# they are: their values stay out of ``ShellEnv``'s key.
+_PER_RUN = ("PYTHONPATH", "PYTEST_PLUGINS")
+_PER_RUN_PREFIX = "TREESEARCH_"
+# Variables that make /bin/sh run a file first (whose effect may depend on any value): no cache.
+_SOURCED = ("ENV", "BASH_ENV")
+
+
+class ShellEnv:
+    """``shell_env`` with its answers kept: a run's environment differs from the last one's
+    only in the values of its own plugin variables, which the shell passes on unchanged, so
+    ``/bin/sh`` runs again only for another folder, another set of names or another value of
+    any other variable (or another ``/bin/sh``). Each kept answer was checked to pass those
+    values through."""
+
+    def __init__(self) -> None:
+        self._answers: dict[tuple[object, ...], dict[str, str]] = {}
+
+    def __call__(self, env: Mapping[str, str], cwd: str, launch: Launch) -> dict[str, str] | None:
+        if any(name in env for name in _SOURCED):
+            return shell_env(env, cwd, launch)
+        per_run = sorted(n for n in env if n in _PER_RUN or n.startswith(_PER_RUN_PREFIX))
+        try:
+            shell = os.stat("/bin/sh")
+        except OSError:
+            return shell_env(env, cwd, launch)
+        fixed = tuple(sorted((k, v) for k, v in env.items() if k not in per_run))
+        program = (launch.mode, launch.interpreter, launch.argv0)  # what `_` may name
+        key = (cwd, program, shell.st_ino, shell.st_mtime_ns, tuple(per_run), fixed)
+        answer = self._answers.get(key)
+        if answer is None:
+            out = shell_env(env, cwd, launch)
+            if out is None or any(out.get(n) != env[n] for n in per_run):
+                return out
+            if len(self._answers) >= 64:
+                self._answers.clear()
+            self._answers[key] = answer = out
+        out = dict(answer)
+        for name in per_run:
+            out[name] = env[name]
+        return out

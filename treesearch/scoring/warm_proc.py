@@ -23,20 +23,26 @@ from typing import Any
 
 from treesearch import lifecycle
 from treesearch._sandbox_run import _Capture, _GroupGone, _signal_group
-from treesearch.scoring import _warm_server
+from treesearch.scoring import _warm_server, _warm_speed
 from treesearch.scoring.warm_plan import Launch, shell_execs
 from treesearch.types import ProcessResult
 
-__all__ = ["WarmServer", "WarmServerError"]
+__all__ = ["WarmServer", "WarmServerError", "WarmUpError"]
 
 _HEADER = struct.Struct(">Q")
 _START_SECONDS = 120.0  # importing pytest and the remembered packages on a loaded machine
 _REPLY_SECONDS = 300.0  # the server may be importing packages the last run taught it
 _DRAIN_SECONDS = 1.0
+_SPEED_MODULE = "_treesearch_warm_speed"
 
 
 class WarmServerError(Exception):
     """The warm server could not start or run a test run (the caller runs it cold)."""
+
+
+class WarmUpError(WarmServerError):
+    """The server's warm-up session left a change it could not undo (the caller starts servers
+    without a warm-up)."""
 
 
 # --- the wire -------------------------------------------------------------------------------------
@@ -88,12 +94,19 @@ class WarmServer:
         scratch: Path,
         preload: Sequence[str],
         deny: Iterable[str],
+        *,
+        warm_up: bool = False,
+        rewrite_cache: bool = False,
+        spare: bool = False,
     ) -> None:
         self.preload = list(preload)
         self.deny = set(deny)
         script = scratch / "_treesearch_warm_server.py"
         if not script.exists():
             shutil.copyfile(_warm_server.__file__, script)
+        speed = scratch / f"{_SPEED_MODULE}.py"
+        if (warm_up or rewrite_cache) and not speed.exists():
+            shutil.copyfile(_warm_speed.__file__, speed)
         settings = scratch / f"settings-{time.monotonic_ns()}.json"
         settings.write_text(
             json.dumps(
@@ -101,6 +114,10 @@ class WarmServer:
                     "preload": self.preload,
                     "deny": sorted(self.deny),
                     "lc_ctype": env.get("LC_CTYPE"),
+                    "speed_module": _SPEED_MODULE if warm_up or rewrite_cache else None,
+                    "warm_up": str(scratch / "warm-up") if warm_up else None,
+                    "rewrite_cache": str(scratch / "rewritten") if rewrite_cache else None,
+                    "spare": spare,
                 }
             )
         )
@@ -142,6 +159,13 @@ class WarmServer:
         if not hello.get("ready"):
             self.close()
             raise WarmServerError(str(hello.get("error") or "the warm server refused to start"))
+        if hello.get("warm_up"):
+            self.close()
+            raise WarmUpError(f"its warm-up session could not be undone: {hello['warm_up']}")
+        self.warmed: set[str] = set(hello.get("warmed") or ())
+        """Top-level names of the modules the warm-up session imported."""
+        self.rewrite_cache: str = hello.get("rewrite_cache") or ""
+        """Why the cache of rewritten test modules is not used ('' when it is)."""
         self.base_path: list[str] = list(hello["base_path"])
         self.threaded: str | None = hello.get("threaded")
         self._state(hello)

@@ -1,0 +1,408 @@
+"""What makes warm runs quick gives the results of cold runs (issue 15, part 2): the server's
+warm-up session leaves nothing a test can see, the cache of rewritten test modules never serves
+code of other bytes (even of the same size and time stamp), keeps pytest's warnings and steps
+aside for a patched rewriter, and the kept environment of ``/bin/sh`` is the one the shell gives.
+
+Real servers, real pytest, real child processes; every comparison is against a real cold run of
+the same state."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from treesearch.scoring import TestRun, TestSpec, run_tests
+from treesearch.scoring.warm import WarmRunner
+
+QUICK_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": ""}
+
+
+def spec(*args: str, command: str | None = None, **kwargs: object) -> TestSpec:
+    fields: dict[str, object] = {
+        "command": command or (sys.executable, "-m", "pytest", "-q", *args),
+        "timeout": 60,
+        "env": QUICK_ENV,
+    }
+    fields.update(kwargs)
+    return TestSpec(**fields)  # type: ignore[arg-type]
+
+
+def project(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    if "pytest.ini" not in files:
+        (root / "pytest.ini").write_text("[pytest]\n")
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def view(run: TestRun) -> tuple[object, ...]:
+    return (
+        run.status,
+        run.exit_code,
+        run.timed_out,
+        sorted((t.id, t.outcome.value) for t in run.tests),
+        run.problem,
+    )
+
+
+def outcomes(run: TestRun) -> dict[str, str]:
+    return {t.id.rsplit("::", 1)[-1]: t.outcome.value for t in run.tests}
+
+
+def cached_entries(runner: WarmRunner) -> list[str]:
+    assert runner._scratch is not None
+    folder = runner._scratch / "rewritten"
+    return sorted(os.listdir(folder)) if folder.is_dir() else []
+
+
+@pytest.fixture
+def runner() -> Iterator[WarmRunner]:
+    with WarmRunner("on") as r:
+        yield r
+
+
+# --- the cache of rewritten test modules ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("interpreter", ["this", "python of PATH"])
+def test_rewrite_cache_serves_no_code_of_other_bytes_of_the_same_size_and_time_stamp(
+    tmp_path: Path, runner: WarmRunner, interpreter: str
+) -> None:
+    """Regression: a cache keyed by time stamp and size (pytest's own pyc check) would run the
+    old code of a test file that a restore gave other bytes of the same size in the same second.
+    Both interpreters: their pytest versions may differ (a stat or a source hash with the code)."""
+    one = "def test_value():\n    assert 1 + 1 == 2\n"
+    two = "def test_value():\n    assert 1 + 1 == 3\n"
+    assert len(one) == len(two)
+    ws = project(tmp_path / "ws", {"test_a.py": one})
+    test_file = ws / "test_a.py"
+    stamp = test_file.stat().st_mtime_ns
+    if interpreter == "this":
+        s = spec()
+    else:
+        s = spec(command="python -m pytest -q", env={**QUICK_ENV, "PATH": os.environ["PATH"]})
+    seen = []
+    for text in (one, one, two, two, one):
+        test_file.write_text(text)
+        os.utime(test_file, ns=(stamp, stamp))
+        cold = run_tests(s, ws)
+        warm = run_tests(s, ws, warm=runner)
+        assert view(warm) == view(cold)
+        seen.append(outcomes(warm)["test_value"])
+    assert seen == ["passed", "passed", "failed", "failed", "passed"]
+    assert runner.warm_runs == 5 and not runner.notes
+    assert cached_entries(runner)  # the cache was there to be wrong
+
+
+def test_rewrite_cache_gives_each_path_its_own_file_name_for_the_same_bytes(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """The cache leaves the path out of its key (the probe plugin is copied to a new folder per
+    run): a module served from it must still carry its own file name."""
+    text = """
+        import inspect
+        def test_where():
+            assert inspect.currentframe().f_code.co_filename == __file__
+            assert 0, __file__
+    """
+    for name in ("a", "b"):
+        ws = project(tmp_path / name, {"test_where.py": text})
+        cold = run_tests(spec(), ws)
+        warm = run_tests(spec(), ws, warm=runner)
+        assert view(warm) == view(cold)
+        (case,) = warm.tests
+        assert case.outcome.value == "failed"
+        assert str(ws / "test_where.py") in warm.output
+        assert str(tmp_path / ("b" if name == "a" else "a")) not in warm.output
+    assert cached_entries(runner)
+
+
+def test_rewrite_cache_keeps_the_warnings_of_the_rewrite_and_of_the_compiler(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """A rewrite that warns ("assertion is always true", an invalid escape) warns on every run,
+    as a cold run does, and makes a ``-W error`` run fail the same way."""
+    ws = project(
+        tmp_path / "ws",
+        {"test_w.py": 'import re\ndef test_tuple():\n    assert (re.match("\\d", "1"), "x")\n'},
+    )
+    for args in ((), ("-W", "error::pytest.PytestAssertRewriteWarning")):
+        for _ in range(3):
+            cold = run_tests(spec(*args), ws)
+            warm = run_tests(spec(*args), ws, warm=runner)
+            assert view(warm) == view(cold)
+            assert "assertion is always true" in cold.output
+            assert "assertion is always true" in warm.output
+            assert ("invalid escape sequence" in warm.output) == (
+                "invalid escape sequence" in cold.output
+            )
+    assert any(name.endswith(".warns") for name in cached_entries(runner))
+
+
+@pytest.mark.parametrize("style", ["auto", "native", "long"])
+def test_rewrite_cache_shows_a_test_module_that_does_not_compile_as_a_cold_run_does(
+    tmp_path: Path, runner: WarmRunner, style: str
+) -> None:
+    """Regression: pytest's own ``_rewrite_test`` frame was missing from the traceback of a
+    collection error when the cache compiled the module itself."""
+    ws = project(
+        tmp_path / "ws",
+        {"test_ok.py": "def test_ok():\n    pass\n", "test_bad.py": "def test_bad(:\n    pass\n"},
+    )
+    s = spec(f"--tb={style}")
+    for _ in range(2):
+        cold = run_tests(s, ws)
+        warm = run_tests(s, ws, warm=runner)
+        assert view(warm) == view(cold)
+        assert "in _rewrite_test" in cold.output
+        assert re.sub(r"[\d.]+s", "", warm.output) == re.sub(r"[\d.]+s", "", cold.output)
+    assert runner.warm_runs == 2
+
+
+def test_rewrite_cache_steps_aside_for_a_conftest_that_patches_the_rewriter(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    ws = project(tmp_path / "ws", {"test_a.py": "def test_a():\n    assert 0\n"})
+    cold = run_tests(spec(), ws)
+    warm = run_tests(spec(), ws, warm=runner)
+    assert view(warm) == view(cold) and outcomes(warm) == {"test_a": "failed"}
+    (ws / "conftest.py").write_text(
+        "import ast\n"
+        "from _pytest.assertion import rewrite\n"
+        "def visit_assert(self, node):\n"
+        "    return [ast.copy_location(ast.Pass(), node)]\n"
+        "rewrite.AssertionRewriter.visit_Assert = visit_assert\n"
+    )
+    cold = run_tests(spec(), ws)
+    warm = run_tests(spec(), ws, warm=runner)
+    assert outcomes(cold) == {"test_a": "passed"}  # its asserts are gone
+    assert view(warm) == view(cold)
+
+
+def test_warm_runs_without_the_cache_or_the_warm_up_give_the_same_results(
+    tmp_path: Path,
+) -> None:
+    ws = project(tmp_path / "ws", {"test_a.py": "def test_a():\n    assert 0\n"})
+    cold = run_tests(spec(), ws)
+    with WarmRunner("on", warm_up=False, rewrite_cache=False) as plain:
+        warm = run_tests(spec(), ws, warm=plain)
+        assert view(warm) == view(cold) and plain.warm_runs == 1
+        assert cached_entries(plain) == []
+
+
+# --- the warm-up session --------------------------------------------------------------------------
+
+_INSPECT = """
+    import atexit, faulthandler, inspect, json, linecache, logging, os, sys, warnings
+    import _pytest.assertion.util as util
+
+    CONFIG_AT_IMPORT = repr(util._config)
+    FILTERS_AT_IMPORT = len(warnings.filters)
+
+    def _outside(path):
+        return path is not None and "site-packages" not in path and "/lib/python" not in path
+
+    def test_dump():
+        root = logging.getLogger()
+        modules = sorted(
+            name for name, m in sys.modules.items()
+            if _outside(getattr(m, "__file__", None)) and name != "__main__"
+        )
+        print("DUMP" + json.dumps({
+            "modules": modules,
+            "warm_up_modules": [n for n in sys.modules if "warm_up" in n or "warm_speed" in n],
+            "handlers": [type(h).__name__ for h in root.handlers],
+            "level": root.level,
+            "disable": logging.root.manager.disable,
+            "loggers": sorted(logging.root.manager.loggerDict),
+            "filters_at_import": FILTERS_AT_IMPORT,
+            "filters": [repr(f[:3]) for f in warnings.filters],
+            "faulthandler": faulthandler.is_enabled(),
+            "atexit": atexit._ncallbacks(),
+            "last": [n for n in ("last_type", "last_value", "last_traceback") if hasattr(sys, n)],
+            "config_at_import": CONFIG_AT_IMPORT,
+            "linecache": sorted(k for k in linecache.cache if _outside(k)),
+            "inspect": sorted(f for f in inspect.modulesbyfile if _outside(f)),
+            "meta_path": [type(f).__name__ for f in sys.meta_path],
+            "cwd": os.getcwd(),
+            "env": sorted(k for k in os.environ if "PROBE" not in k),
+            "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
+        }))
+"""
+
+
+def dump(run: TestRun) -> dict[str, object]:
+    line = next(x for x in run.output.splitlines() if x.startswith("DUMP"))
+    data: dict[str, object] = json.loads(re.sub(r"/score-[^/\"]*/", "/score-X/", line[4:]))
+    return data
+
+
+def test_warm_up_session_leaves_nothing_a_test_can_see(tmp_path: Path, runner: WarmRunner) -> None:
+    """Regression: the warm-up's test module and conftest left in ``sys.modules``, its last
+    config in pytest's assertion helpers, its failures in ``sys.last_*``: a workspace would see
+    them (and its own ``conftest`` would clash with the warm-up's)."""
+    ws = project(
+        tmp_path / "ws",
+        {
+            "conftest.py": "import pytest\n@pytest.fixture\ndef number():\n    return 4\n",
+            "test_inspect.py": _INSPECT,
+            "test_number.py": "def test_number(number):\n    assert number == 4\n",
+        },
+    )
+    s = spec("-s")
+    for _ in range(2):
+        cold = run_tests(s, ws)
+        warm = run_tests(s, ws, warm=runner)
+        assert view(warm) == view(cold) and cold.exit_code == 0
+        assert dump(warm) == dump(cold)
+    assert dump(warm)["warm_up_modules"] == [] and dump(warm)["last"] == []
+    assert runner.warm_runs == 2 and not runner.notes
+    assert runner._scratch is not None and (runner._scratch / "warm-up").is_dir()  # it ran
+
+
+def test_workspace_module_named_like_one_the_warm_up_imported_runs_warm_without_the_warm_up(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """pytest's debugger plugin imports the standard library's ``code`` at every session, so the
+    warm-up does too: a workspace's own ``code.py`` (which a cold run imports instead) gets a
+    server started without the warm-up, not cold runs."""
+    ws = project(
+        tmp_path / "ws",
+        {
+            "code.py": "VALUE = 1\n",
+            "test_a.py": "import code\ndef test_a():\n    assert code.VALUE\n",
+        },
+    )
+    cold = run_tests(spec(), ws)
+    warm = run_tests(spec(), ws, warm=runner)
+    assert view(warm) == view(cold) and outcomes(cold) == {"test_a": "passed"}
+    assert runner.warm_runs == 1 and not runner.notes
+
+
+# --- the environment /bin/sh gives --------------------------------------------------------------
+
+
+def test_kept_shell_environment_follows_the_folder_and_every_fixed_variable(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    test = """
+        import json, os
+        def test_env():
+            print("DUMP" + json.dumps({k: v for k, v in os.environ.items()
+                                       if "PROBE" not in k and k != "PYTEST_CURRENT_TEST"}))
+    """
+    bindir = os.path.dirname(sys.executable)
+    seen = []
+    for folder, mark in (("a", "1"), ("a", "1"), ("b", "1"), ("b", "2")):
+        ws = project(tmp_path / folder, {"test_env.py": test})
+        env = {**QUICK_ENV, "MARK": mark, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
+        s = spec("-s", command="python -m pytest -q -s", env=env)
+        cold = run_tests(s, ws)
+        warm = run_tests(s, ws, warm=runner)
+        assert view(warm) == view(cold) and cold.exit_code == 0
+        assert dump(warm) == dump(cold)
+        seen.append((dump(warm)["PWD"], dump(warm)["MARK"]))
+    assert seen == [
+        (str(tmp_path / "a"), "1"),
+        (str(tmp_path / "a"), "1"),
+        (str(tmp_path / "b"), "1"),
+        (str(tmp_path / "b"), "2"),
+    ]
+    assert runner.warm_runs == 4 and not runner.notes
+
+
+# --- pluggy's argument names ------------------------------------------------------------------------
+
+
+def test_kept_hook_argument_names_follow_a_function_whose_code_a_conftest_replaced(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """The server keeps pluggy 1.6's argument names of pytest's own hook functions: a conftest
+    that gives one of them other code (and registers it again) gets pluggy's answer for the new
+    code, as in a cold run. Runs with the ``python`` of ``PATH`` (the interpreter whose pluggy
+    has the slow ``varnames``, when there is one)."""
+    ws = project(
+        tmp_path / "ws",
+        {
+            "conftest.py": """
+                import types
+                import _pytest.terminal as terminal
+
+                def pytest_configure(config):
+                    func = terminal.pytest_report_teststatus
+                    def other(report, bogus):
+                        return None
+                    func.__code__ = other.__code__
+                    late = types.SimpleNamespace(pytest_report_teststatus=func)
+                    config.pluginmanager.register(late, "late")
+            """,
+            "test_a.py": "def test_a():\n    pass\n",
+        },
+    )
+    s = spec(command="python -m pytest -q", env={**QUICK_ENV, "PATH": os.environ["PATH"]})
+    for _ in range(2):
+        cold = run_tests(s, ws)
+        warm = run_tests(s, ws, warm=runner)
+        assert view(warm) == view(cold)
+        assert "bogus" in cold.output
+        assert re.sub(r"0x[0-9a-f]+", "", warm.output) == re.sub(r"0x[0-9a-f]+", "", cold.output)
+    assert runner.warm_runs == 2
+
+
+# --- the spare child ----------------------------------------------------------------------------
+
+
+def _live(text: str) -> list[int]:
+    """Live processes whose command line holds ``text`` (zombies are dead)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+            state = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text.encode() in cmdline and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+def _wait_until(check: Callable[[], bool], seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def test_spare_child_forked_between_runs_ends_with_its_killed_server(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """The server forks the next run's child ahead of time; a server killed outright (no chance
+    to end it) leaves no such child behind, and the runner goes on with a new server."""
+    ws = project(tmp_path / "ws", {"test_a.py": "def test_a():\n    pass\n"})
+    cold = run_tests(spec(), ws)
+    assert view(run_tests(spec(), ws, warm=runner)) == view(cold)
+    assert runner._scratch is not None
+    scratch = str(runner._scratch)
+    (server,) = runner._servers.values()
+    assert _wait_until(lambda: len(_live(scratch)) == 2)  # the server and its spare
+    os.kill(server.proc.pid, signal.SIGKILL)
+    server.proc.wait()
+    assert _wait_until(lambda: not _live(scratch))
+    assert view(run_tests(spec(), ws, warm=runner)) == view(cold)
+    assert runner.warm_runs == 2

@@ -1,0 +1,535 @@
+# ruff: noqa: SIM105, UP020, UP031 - it runs in the tests' interpreter: plain code, few imports
+"""What makes a warm server's children quick, with the same results (``_warm_server.py``).
+
+Loaded by the server from a copy beside it, never put in ``sys.modules`` (a child does not see
+it). Four things:
+
+* ``warm_up``: one pytest session in the server, on a scratch project outside every workspace,
+  so that what pytest builds lazily on first use (compiled patterns, lazily imported modules)
+  is built once in the server instead of in every child. Everything such a session leaves that
+  a test could see is put back (environment, folder, ``sys.path``, import hooks, modules of the
+  scratch project, warnings filters, logging, fault handler, exit handlers, hooks,
+  ``sys.last_*``, caches of source lines) and checked, with open files and threads; whatever
+  stays changed is said, and the client starts its servers without a warm-up.
+* ``prime_inspect``: ``inspect.getmodule``'s tables of module files for the installed modules
+  (a child's first failure report otherwise walks every module with ``realpath``).
+* ``RewriteCache``: pytest rewrites the asserts of every test module and conftest in every run
+  (the runs write no bytecode, so pytest's own pyc cache is never there). The cache keeps the
+  rewritten code in the server's scratch folder under a hash of the source BYTES, the
+  interpreter, pytest's version and the rewrite's option: never under time stamps or sizes (a
+  restored state may hold other bytes of the same size within the same second), and not under
+  the path (the code gets the file's name put in). It is used only for the exact
+  ``_rewrite_test`` it knows, only while nothing the rewrite depends on has been replaced (a
+  plugin that patches the rewriter gets pytest's own path), never for a source whose rewrite
+  warns, and a source that does not compile goes to pytest's own function (same traceback).
+* ``VarnamesMemo``: pluggy 1.6's argument names of the server's hook functions.
+
+Standard library only, Python 3.9+: it runs in the interpreter of the tests. It never prints.
+"""
+
+import gc
+import hashlib
+import inspect
+import io
+import linecache
+import logging
+import marshal
+import os
+import sys
+import warnings
+from _imp import _fix_co_filename  # type: ignore[attr-defined]  # the import system's own
+
+# --- the warm-up session --------------------------------------------------------------------------
+
+# A small project laid out as most are (settings in pyproject.toml, tests in a folder, a module
+# of its own): pytest runs through the paths it takes in a real run.
+_SUITE = {
+    "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\ntestpaths = ["tests"]\n',
+    "treesearch_warm_up_helper/__init__.py": "def double(n):\n    return 2 * n\n",
+    "conftest.py": ("import pytest\n\n\n@pytest.fixture\ndef number():\n    return 3\n"),
+    "tests/test_treesearch_warm_up.py": (
+        "import pytest\n"
+        "from treesearch_warm_up_helper import double\n\n\n"
+        "def test_pass(number):\n"
+        "    assert double(number) == 6\n\n\n"
+        "def test_fail():\n"
+        "    left = {'a': [1, 2], 'b': 'text'}\n"
+        "    assert left == {'a': [1, 3], 'b': 'other'}\n\n\n"
+        "def test_raise():\n"
+        "    raise ValueError('warm-up')\n\n\n"
+        "def test_skip():\n"
+        "    pytest.skip('warm-up')\n\n\n"
+        "@pytest.mark.xfail(reason='warm-up')\n"
+        "def test_xfail():\n"
+        "    assert 0\n\n\n"
+        "@pytest.mark.parametrize('n', [1, 2])\n"
+        "def test_param(n):\n"
+        "    assert n == 1\n\n\n"
+        "class TestClass:\n"
+        "    def test_method(self):\n"
+        "        with pytest.raises(KeyError):\n"
+        "            {}['x']\n"
+    ),
+}
+_SUITE_MODULES = ("conftest", "test_treesearch_warm_up", "treesearch_warm_up_helper")
+_HOOKS = ("excepthook", "unraisablehook", "displayhook", "breakpointhook")
+_LAST = ("last_type", "last_value", "last_traceback", "last_exc")
+
+
+def _fds():
+    try:
+        return sorted(int(n) for n in os.listdir("/proc/self/fd"))
+    except OSError:
+        return None
+
+
+def _threads():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+def _snapshot():
+    threading = sys.modules.get("threading")
+    root = logging.getLogger()
+    return {
+        "environ": dict(os.environ),
+        "cwd": os.getcwd(),
+        "path": list(sys.path),
+        "meta_path": list(sys.meta_path),
+        "path_hooks": list(sys.path_hooks),
+        "modules": set(sys.modules),
+        "warnings": list(warnings.filters),
+        "showwarning": warnings.showwarning,
+        "handlers": list(root.handlers),
+        "level": root.level,
+        "disable": logging.root.manager.disable,
+        "loggers": set(logging.root.manager.loggerDict),
+        "faulthandler": _faulthandler_enabled(),
+        "atexit": _atexit_count(),
+        "hooks": [getattr(sys, name, None) for name in _HOOKS],
+        "thread_hook": getattr(threading, "excepthook", None) if threading else None,
+        "last": [name for name in _LAST if hasattr(sys, name)],
+        "streams": (sys.stdin, sys.stdout, sys.stderr),
+        "trace": (sys.gettrace(), sys.getprofile()),
+        "recursion": sys.getrecursionlimit(),
+        "gc": (gc.isenabled(), gc.get_threshold()),
+        "linecache": dict(linecache.cache),
+        "fds": _fds(),
+        "threads": _threads(),  # a fork of a process with threads may deadlock
+        "dont_write_bytecode": sys.dont_write_bytecode,
+    }
+
+
+def _faulthandler_enabled():
+    module = sys.modules.get("faulthandler")
+    return bool(module and module.is_enabled())
+
+
+def _atexit_count():
+    import atexit
+
+    return atexit._ncallbacks()
+
+
+def _restore(before, site_dirs):
+    """Put back what a session may have changed; the differences that could not be put back."""
+    os.chdir(before["cwd"])
+    os.environ.clear()
+    os.environ.update(before["environ"])
+    sys.path[:] = before["path"]
+    sys.meta_path[:] = before["meta_path"]
+    sys.path_hooks[:] = before["path_hooks"]
+    sys.path_importer_cache.clear()
+    for name in set(sys.modules) - before["modules"]:
+        module = sys.modules[name]
+        path = getattr(module, "__file__", None)
+        installed = isinstance(path, str) and _installed(path, site_dirs)
+        if name in _SUITE_MODULES or not installed:
+            del sys.modules[name]
+    warnings.filters[:] = before["warnings"]
+    warnings._filters_mutated()
+    warnings.showwarning = before["showwarning"]
+    for name in _LAST:
+        if name not in before["last"] and hasattr(sys, name):
+            delattr(sys, name)
+    linecache.cache.clear()
+    linecache.cache.update(before["linecache"])
+    prime_inspect(site_dirs)
+    util = sys.modules.get("_pytest.assertion.util")
+    if util is not None:  # the last test's config and hooks, kept by pytest for the next
+        for name in ("_reprcompare", "_assertion_pass", "_config"):
+            if hasattr(util, name):
+                setattr(util, name, None)
+    after = _snapshot()
+    left = []
+    for key, value in before.items():
+        if key in ("modules", "linecache", "environ"):
+            continue
+        if after[key] != value:
+            left.append(key)
+    if after["environ"] != before["environ"]:
+        left.append("environ")
+    return left
+
+
+def _installed(path, site_dirs):
+    real = os.path.realpath(path)
+    return any(real.startswith(d + os.sep) for d in site_dirs)
+
+
+def prime_inspect(site_dirs):
+    """Fill ``inspect.getmodule``'s tables of module files for the installed modules imported
+    here, as its first call in a child would (it walks every module of ``sys.modules``: a few
+    hundred ``realpath`` calls in every run whose failure pytest shows with its source).
+    Nothing else stays in them: not the scratch suite's, not this server's ``__main__``."""
+    names = getattr(inspect, "_filesbymodname", None)
+    files = getattr(inspect, "modulesbyfile", None)
+    if not isinstance(names, dict) or not isinstance(files, dict):
+        return
+    names.clear()
+    files.clear()
+    try:
+        for modname, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None) if inspect.ismodule(module) else None
+            if modname == "__main__" or not isinstance(path, str):
+                continue
+            if not _installed(path, site_dirs):
+                continue
+            names[modname] = path
+            absolute = inspect.getabsfile(module)
+            files[absolute] = files[os.path.realpath(absolute)] = module.__name__
+    except Exception:  # noqa: BLE001 - as if never primed: a child fills them itself
+        names.clear()
+        files.clear()
+
+
+def warm_up(folder, site_dirs):
+    """Run the scratch suite once in this process; '' or what it left behind, and the top-level
+    names of the (installed) modules it imported."""
+    import pytest
+
+    for name, text in _SUITE.items():
+        path = os.path.join(folder, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    before = _snapshot()
+    saved = [os.dup(1), os.dup(2)]
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.chdir(folder)
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no third-party plugin in here
+        for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):
+            os.environ.pop(name, None)
+        args = [
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "junit_family=xunit1",
+            "--junitxml=" + os.path.join(folder, "junit.xml"),
+        ]
+        try:
+            pytest.main(args)
+        except BaseException as exc:  # noqa: BLE001 - said to the client
+            return "the warm-up session raised %s" % (type(exc).__name__,), []
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except BaseException:  # noqa: BLE001
+                    pass
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved + [null]:
+            os.close(fd)
+        left = _restore(before, site_dirs)
+    added = sorted({name.split(".")[0] for name in set(sys.modules) - before["modules"]})
+    if left:
+        return "the warm-up session left changes in: " + ", ".join(left), added
+    return "", added
+
+
+# --- the cache of rewritten test modules ----------------------------------------------------------
+
+# The exact texts of pytest's ``_rewrite_test`` this cache stands in for, and what their first
+# returned value is: the stat of the file (before reading it) or ``importlib.util.source_hash``.
+_KNOWN = {
+    "\n".join(
+        (
+            "def _rewrite_test(fn: Path, config: Config) -> tuple[os.stat_result, types.CodeType]:",
+            '    """Read and rewrite *fn* and return the code object."""',
+            "    stat = os.stat(fn)",
+            "    source = fn.read_bytes()",
+            "    strfn = str(fn)",
+            "    tree = ast.parse(source, filename=strfn)",
+            "    rewrite_asserts(tree, source, strfn, config)",
+            '    co = compile(tree, strfn, "exec", dont_inherit=True)',
+            "    return stat, co",
+            "",
+        )
+    ): "stat",
+    "\n".join(
+        (
+            "def _rewrite_test(fn: Path, config: Config) -> tuple[bytes, types.CodeType]:",
+            '    """Read and rewrite *fn* and return its source hash and code object."""',
+            "    source = fn.read_bytes()",
+            "    source_hash = importlib.util.source_hash(source)",
+            "    strfn = str(fn)",
+            "    tree = ast.parse(source, filename=strfn)",
+            "    rewrite_asserts(tree, source, strfn, config)",
+            '    co = compile(tree, strfn, "exec", dont_inherit=True)',
+            "    return source_hash, co",
+            "",
+        )
+    ): "hash",
+}
+# The one use of the config in the rewriter these versions make (its option is in the key): the
+# class must name ``config`` nowhere else.
+_INIT = (
+    "        if config is not None:\n"
+    "            self.enable_assertion_pass_hook = config.getini(\n"
+    '                "enable_assertion_pass_hook"\n'
+    "            )\n"
+    "        else:\n"
+    "            self.enable_assertion_pass_hook = False\n"
+)
+_MAX_ENTRIES = 4000
+
+
+class RewriteCache:
+    """Rewritten test modules by their bytes, shared by the children of the runner's servers."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.why_not = ""
+        self.original = None
+        try:
+            from _pytest.assertion import rewrite
+
+            text = inspect.getsource(rewrite._rewrite_test)
+            init = inspect.getsource(rewrite.AssertionRewriter.__init__)
+            whole = inspect.getsource(rewrite.AssertionRewriter)
+        except BaseException as exc:  # noqa: BLE001
+            self.why_not = "cannot read pytest's rewrite (%s)" % (type(exc).__name__,)
+            return
+        self.kind = _KNOWN.get(text)
+        if self.kind is None:
+            self.why_not = "pytest's _rewrite_test is not one this cache knows"
+            return
+        if _INIT not in init or whole.count("config") != init.count("config"):
+            self.why_not = "pytest's AssertionRewriter reads its config in an unknown way"
+            return
+        import ast
+        import importlib.util
+
+        import _pytest
+
+        self.rewrite = rewrite
+        self.original = rewrite._rewrite_test
+        self.salt = repr(
+            (
+                sys.version,
+                sys.implementation.cache_tag,
+                importlib.util.MAGIC_NUMBER,
+                sys.flags.optimize,
+                getattr(_pytest, "__version__", None),
+                rewrite.__file__,
+                text,
+            )
+        ).encode("utf-8")
+        # Everything the rewrite reads: replaced by a plugin or a test, and the cache steps aside.
+        self.parts = [
+            (space, dict(vars(space)))
+            for space in (rewrite, rewrite.AssertionRewriter, ast.NodeVisitor, importlib.util)
+        ]
+        # ast's functions (not its node classes: a few hundred objects a check would touch)
+        self.ast = ast
+        self.ast_functions = {
+            name: value for name, value in vars(ast).items() if not isinstance(value, type)
+        }
+        self.builtin_compile = compile
+        os.makedirs(folder, exist_ok=True)
+
+    def _unchanged(self):
+        import builtins
+
+        if builtins.compile is not self.builtin_compile or "compile" in vars(self.rewrite):
+            return False
+        current = vars(self.ast)
+        for name, value in self.ast_functions.items():
+            if current.get(name, self) is not value:
+                return False
+        for space, saved in self.parts:
+            current = vars(space)
+            if len(current) != len(saved):
+                return False
+            for name, value in saved.items():
+                if current.get(name, self) is not value:
+                    return False
+        return True
+
+    def install(self):
+        """Put the cached ``_rewrite_test`` in pytest's place (in this process and its forks)."""
+        if self.original is None:
+            return False
+        cache = self
+
+        def _rewrite_test(fn, config):
+            __tracebackhide__ = True  # noqa: F841 - pytest leaves this frame out of tracebacks
+            if cache._unchanged():
+                try:
+                    return cache.rewrite_test(fn, config)
+                except Exception:  # noqa: BLE001, S110 - the original says it, as a cold run does
+                    pass
+            return cache.original(fn, config)
+
+        _rewrite_test.__name__ = self.original.__name__
+        _rewrite_test.__qualname__ = self.original.__qualname__
+        _rewrite_test.__doc__ = self.original.__doc__
+        _rewrite_test.__module__ = self.original.__module__
+        self.wrapper = _rewrite_test
+        self.rewrite._rewrite_test = _rewrite_test
+        self.parts[0][1]["_rewrite_test"] = _rewrite_test
+        return True
+
+    def rewrite_test(self, fn, config):
+        """``_rewrite_test`` with the code taken from the cache when these bytes were seen.
+
+        The key leaves the path out (a plugin copied to a new folder per run is the same
+        module): a cached code object gets the file's name put in (as the import system does
+        for a moved ``.pyc``). A source whose rewrite or compilation warns (a ``SyntaxWarning``,
+        pytest's "assertion is always true") is never served from the cache: a cold run would
+        warn again."""
+        __tracebackhide__ = True  # noqa: F841
+        rewrite = self.rewrite
+        first = os.stat(fn) if self.kind == "stat" else None
+        source = fn.read_bytes()
+        if self.kind == "hash":
+            first = rewrite.importlib.util.source_hash(source)
+        strfn = str(fn)
+        option = config.getini("enable_assertion_pass_hook") if config is not None else False
+        digest = hashlib.sha256(self.salt)
+        for part in (repr(option).encode(), source):
+            digest.update(len(part).to_bytes(8, "big"))
+            digest.update(part)
+        entry = os.path.join(self.folder, digest.hexdigest())
+        code = self._load(entry)
+        if code is not None:
+            if code.co_filename != strfn:
+                _fix_co_filename(code, strfn)
+            return first, code
+        # What the original does, with these bytes (never read again: they could change).
+        tree = rewrite.ast.parse(source, filename=strfn)
+        rewrite.rewrite_asserts(tree, source, strfn, config)
+        code = compile(tree, strfn, "exec", dont_inherit=True)
+        if not os.path.exists(entry + ".warns"):
+            self._store(entry, source, strfn, config)
+        return first, code
+
+    def _load(self, entry):
+        try:
+            with open(entry, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return None
+        try:
+            code = marshal.loads(data)
+        except (EOFError, ValueError, TypeError):
+            return None
+        return code if isinstance(code, type(self.rewrite_test.__code__)) else None
+
+    def _store(self, entry, source, strfn, config):
+        """Rewrite again with every warning recorded (nothing shown, nothing raised); keep the
+        code only if there was none, else a marker that spares this check next time."""
+        rewrite = self.rewrite
+        try:
+            if len(os.listdir(self.folder)) >= _MAX_ENTRIES:
+                return
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                tree = rewrite.ast.parse(source, filename=strfn)
+                rewrite.rewrite_asserts(tree, source, strfn, config)
+                code = compile(tree, strfn, "exec", dont_inherit=True)
+            if seen:
+                data, entry = b"", entry + ".warns"
+            else:
+                data = marshal.dumps(code)
+            part = "%s.%d.part" % (entry, os.getpid())
+            with io.open(part, "wb") as handle:
+                handle.write(data)
+            os.replace(part, entry)
+        except Exception:  # noqa: BLE001 - a cache only: the run goes on with its own code
+            pass
+
+
+# --- pluggy's argument names of hook functions ----------------------------------------------------
+
+# pluggy 1.6's ``varnames``: ``inspect.signature`` of every hook implementation and specification
+# each time a plugin registers (a few hundred per session). Its answer for a plain function is a
+# function of the code, defaults and name of that function: the server keeps the answers for the
+# functions it has (pytest's own plugins), checked against those on every use. Other versions
+# (1.7 reads the code object directly) are left alone.
+_VARNAMES_SHA256 = "1cd609b85ed9c31c78fccca01dccbd8bae5e819f4e7e9dae38a60b25ed1c5905"
+
+
+class VarnamesMemo:
+    """Answers of ``pluggy._hooks.varnames`` for the server's functions; learned in the server
+    (``learning``), only read in its children."""
+
+    def __init__(self):
+        self.learning = True
+        self.answers = {}
+        self.original = None
+        try:
+            from pluggy import _hooks
+
+            text = inspect.getsource(_hooks.varnames)
+        except BaseException:  # noqa: BLE001
+            return
+        if hashlib.sha256(text.encode("utf-8")).hexdigest() != _VARNAMES_SHA256:
+            return
+        self.hooks = _hooks
+        self.original = _hooks.varnames
+
+    def install(self):
+        if self.original is None:
+            return False
+        memo = self
+        function_type = type(_threads)
+
+        def varnames(func):
+            bound = inspect.ismethod(func)
+            target = func.__func__ if bound else func
+            if type(target) is not function_type:
+                return memo.original(func)
+            extra = target.__dict__
+            stamp = (
+                target.__code__,
+                target.__defaults__,
+                target.__kwdefaults__,
+                target.__qualname__,
+                "__signature__" in extra or "__wrapped__" in extra,
+            )
+            key = (bound, target)
+            known = memo.answers.get(key)
+            if known is not None and all(known[0][i] is stamp[i] for i in range(5)):
+                return known[1]
+            answer = memo.original(func)
+            if memo.learning and not stamp[4]:
+                memo.answers[key] = (stamp, answer)
+            return answer
+
+        varnames.__name__ = self.original.__name__
+        varnames.__qualname__ = self.original.__qualname__
+        varnames.__doc__ = self.original.__doc__
+        varnames.__module__ = self.original.__module__
+        self.hooks.varnames = varnames
+        return True

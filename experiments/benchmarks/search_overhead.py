@@ -22,6 +22,9 @@ Target (issues 5 and 13): overhead under 5% of a 1-second test run, counted hone
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
 import inspect
 import random
 import shutil
@@ -77,7 +80,9 @@ class StoreMeter:
     agent's own work). A store call made by another store call is counted once, in the outer one.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, profile: bool = False) -> None:
+        self.profiles: dict[str, cProfile.Profile] | None = {} if profile else None
+        """Per ``phase:method``: a profile of every call (``--profile``)."""
         self.expansions: list[Expansion] = []
         self.current: Expansion | None = None
         self.depth = 0
@@ -88,12 +93,18 @@ class StoreMeter:
             if self.depth or self.current is None:
                 return fn(*a, **kw)
             self.depth += 1
+            key = f"{self.phase}:{name}"
+            prof = None
+            if self.profiles is not None:
+                prof = self.profiles.setdefault(key, cProfile.Profile())
+                prof.enable()
             t0 = time.perf_counter()
             try:
                 return fn(*a, **kw)
             finally:
+                if prof is not None:
+                    prof.disable()
                 self.depth -= 1
-                key = f"{self.phase}:{name}"
                 cur = self.current
                 cur.store[key] = cur.store.get(key, 0.0) + time.perf_counter() - t0
                 cur.calls += 1
@@ -222,6 +233,9 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=10_000, help="generated files added (10000)")
     ap.add_argument("--test-seconds", type=float, default=1.0, help="test run length (1.0)")
     ap.add_argument("--expansions", type=int, default=16)
+    ap.add_argument(
+        "--profile", action="store_true", help="profile each kind of store call (cProfile)"
+    )
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="ts-overhead-"))
@@ -267,7 +281,7 @@ def main() -> int:
             },
             "output": {"runs_dir": str(tmp / "runs")},
         }
-        meter = StoreMeter()
+        meter = StoreMeter(profile=args.profile)
         t0 = time.perf_counter()
         with meter.installed():
             out = run_from_config(cfg, base_dir=tmp)
@@ -278,6 +292,10 @@ def main() -> int:
         files = sum(1 for _ in ws.rglob("*") if _.is_file())
         print(f"workspace: {files} files; {len(timings)} expansions; whole search {total:.1f}s")
         print(report(timings, meter.expansions, args.test_seconds))
+        for key, prof in sorted((meter.profiles or {}).items()):
+            buf = io.StringIO()
+            pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(25)
+            print(f"\n==== profile of {key} (all calls) ====\n{buf.getvalue()}")
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

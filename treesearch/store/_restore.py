@@ -24,6 +24,7 @@ from treesearch.store._catalogue import Catalogue
 from treesearch.store._errors import describe, one_line
 from treesearch.store._fs import SafeTree, UnsafePathError, atomic_write
 from treesearch.store._git import BlobReader, GitFailed, GitRunner
+from treesearch.store._restore_check import checked_scan
 from treesearch.store._scan import Scan, Scanner
 from treesearch.store._walk import MODE, WalkResult, default_mode
 from treesearch.store.values import RestoreResult, Snapshot
@@ -78,10 +79,10 @@ class Restorer:
             self.recover()
         token = secrets.token_hex(4)
         try:
-            # verify: the safety snapshot must see every change, even those no event reports
-            scan = self.scanner.scan(verify=True)
+            # Every file the plan changes is checked against its stat data on disk: the safety
+            # snapshot holds it as it is, even after a change no event reports.
+            scan, plan = checked_scan(self.scanner, lambda s: self.plan(s, target))
             safety = self.safety(scan)
-            plan = self.plan(scan, target)
             if not plan.empty:
                 self._write_journal(token, target.commit, safety.commit, plan)
         except (GitFailed, OSError) as exc:

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import inspect
 import io
 import pstats
-import inspect
 import random
 import shutil
 import statistics

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import inspect
 import io
 import pstats
@@ -89,6 +90,7 @@ class StoreMeter:
         self.phase = "controller"
 
     def _store_method(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)  # keeps the signature, which the session reads (``if_changed``)
         def wrapped(*a: Any, **kw: Any) -> Any:
             if self.depth or self.current is None:
                 return fn(*a, **kw)

@@ -31,6 +31,9 @@ from treesearch.store.values import RestoreResult, Snapshot
 from treesearch.types import TreeHash
 
 Run = Callable[..., bytes]
+_DEFER_INDEX = 64
+"""A restore that changes at most this many index entries leaves them to the next
+``update-index`` of a scan (on its command line); more go to the index at once."""
 
 
 @dataclass
@@ -71,6 +74,9 @@ class Restorer:
         self.catalogue = catalogue
         self.safety = safety
         """Records a safety snapshot of a scan."""
+        self.known_diff: Callable[[TreeHash, TreeHash], list[bytes] | None] = lambda a, b: None
+        """The raw ``diff-tree`` records of two trees if the store has them already (``Diffs``):
+        a restore to a tree the store just diffed with the workspace's runs no ``diff-tree``."""
 
     def restore(self, target: Snapshot) -> RestoreResult:
         """Make the workspace equal to ``target`` (the caller holds the lock and the workspace)."""
@@ -176,8 +182,10 @@ class Restorer:
 
     def _plan_content(self, plan: Plan, tree: TreeHash, target: Snapshot) -> None:
         """The files whose content, type or exec bit differ between ``tree`` and ``target``."""
-        out = self.run(["diff-tree", "-r", "-z", "--no-renames", tree, target.tree])
-        fields = out.split(b"\0")
+        fields = self.known_diff(tree, target.tree)
+        if fields is None:
+            out = self.run(["diff-tree", "-r", "-z", "--no-renames", tree, target.tree])
+            fields = out.split(b"\0")
         i = 0
         while i + 1 < len(fields):
             head = fields[i]
@@ -289,6 +297,12 @@ class Restorer:
             if records:
                 self.run(["update-index", "-z", "--index-info"], input=b"".join(records))
 
+        # A few entries go to git with the next capture's update-index: one git less.
+        entries: dict[str, tuple[int, str] | None] | None = None
+        if len(records) <= _DEFER_INDEX:
+            entries = dict.fromkeys(plan.deletes)
+            for p, mode, oid, *_ in plan.writes + plan.index_modes:
+                entries[p] = (mode, oid)
         self.scanner.restored(
             [(p, oid) for p, _mode, oid, _perm in plan.writes],
             {p for p, *_ in plan.writes} | {p for p, _ in plan.chmods},
@@ -296,6 +310,7 @@ class Restorer:
             [*plan.prune, *plan.mkdirs],
             tree,
             update_index,
+            entries,
         )
 
     def _sync_index_or_forget(self, plan: Plan, tree: TreeHash) -> str | None:

@@ -187,6 +187,7 @@ class ShadowStore:
             self._catalogue,
             lambda scan: self._capture_locked("safety", None, None, scan=scan),
         )
+        self._restorer.known_diff = self._diffs.known_raw
         self.recovered: str | None = None
         """What ``recover()`` did on open, if an interrupted restore was found (else ``None``)."""
         self.fixed_dates = False

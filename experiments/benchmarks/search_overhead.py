@@ -28,6 +28,7 @@ import inspect
 import io
 import pstats
 import random
+import resource
 import shutil
 import statistics
 import sys
@@ -64,6 +65,9 @@ class Expansion:
     wall: float = 0.0
     store: dict[str, float] = field(default_factory=dict)
     """Per ``phase:method``: phase ``session`` inside the agent's run, ``controller`` outside."""
+    store_cpu: float = 0.0
+    """CPU seconds of the store operations: this process's and its git processes' (a figure
+    that other load on the machine changes less than wall time)."""
     calls: int = 0
     tools: float = 0.0
     """The agent's own work: the tool calls (for the scripted agent, writing the files)."""
@@ -100,6 +104,7 @@ class StoreMeter:
             if self.profiles is not None:
                 prof = self.profiles.setdefault(key, cProfile.Profile())
                 prof.enable()
+            c0 = _cpu()
             t0 = time.perf_counter()
             try:
                 return fn(*a, **kw)
@@ -109,6 +114,7 @@ class StoreMeter:
                 self.depth -= 1
                 cur = self.current
                 cur.store[key] = cur.store.get(key, 0.0) + time.perf_counter() - t0
+                cur.store_cpu += _cpu() - c0
                 cur.calls += 1
 
         return wrapped
@@ -171,6 +177,13 @@ class StoreMeter:
                 _set(obj, name, value)
 
 
+def _cpu() -> float:
+    """CPU seconds used so far by this process and its waited-for children (git)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _get(obj: Any, name: str) -> Any:
     return obj[name] if isinstance(obj, dict) else getattr(obj, name)
 
@@ -210,6 +223,7 @@ def report(timings: list[Any], seen: list[Expansion], test_seconds: float) -> st
         ("  agent's own work (its tool calls)", med(e.tools for e in seen)),
         (f"  store operations, all ({calls:.0f} calls)", store),
         *((f"    {k}", med(e.store.get(k, 0.0) for e in seen)) for k in keys),
+        ("  store operations, CPU time (incl. git)", med(e.store_cpu for e in seen)),
         (
             "  other machinery (logs, graph, transcripts)",
             med(e.wall - t.score - e.tools - e.store_total for t, e in pairs),

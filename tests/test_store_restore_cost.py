@@ -80,8 +80,9 @@ def test_a_write_no_event_reports_to_a_file_a_restore_overwrites_is_in_its_safet
     store = ShadowStore.open(ws, home=tmp_path / "home")
     first = store.capture()
     (ws / "d2" / "f3.txt").write_text("second\n")
-    store.capture()
     time.sleep(0.1)  # out of the racy window: only the stat data can tell the next write
+    store.capture()
+    time.sleep(0.1)
     _mmap_write(ws / "d2" / "f3.txt", b"mapped\n")
     res = store.restore(first.commit)
     assert (ws / "d2" / "f3.txt").read_text() == "2 3\n"

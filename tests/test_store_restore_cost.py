@@ -231,3 +231,31 @@ def test_a_memory_store_session_records_a_snapshot_only_for_a_new_state(tmp_path
     assert store.capture(meta={"x": 1}, if_changed=True) is not None
     assert len(store.snapshots) == 2
     assert store.capture(meta={"x": 1}).meta == {"x": 1} and len(store.snapshots) == 3
+
+
+@pytest.mark.parametrize("cap", [256, 1])
+def test_index_entries_of_restores_in_a_row_reach_the_index_in_order(
+    tmp_path: Path, watch_mode: bool, monkeypatch: pytest.MonkeyPatch, cap: int
+) -> None:
+    """Restores back and forth with no git process between them leave their index entries to
+    the next scan that runs git (the later restore's entry wins); past the cap, a restore's
+    entries go to the index at once, and the older ones of the same paths are dropped."""
+    monkeypatch.setattr("treesearch.store._scan._UNSYNCED_MAX", cap)
+    ws = tmp_path / "ws"
+    _project(ws, folders=2, files=3)
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    first = store.capture()
+    (ws / "d0" / "f0.txt").write_text("second\n")
+    (ws / "d1" / "only-second.txt").write_text("s\n")
+    second = store.capture()
+    (ws / "d0" / "f0.txt").write_text("third\n")
+    (ws / "d1" / "only-second.txt").unlink()
+    (ws / "d1" / "only-third.txt").write_text("t\n")
+    third = store.capture()
+    for target in (first, second, third, second, first, third, second):
+        store.restore(target.commit)
+    (ws / "d0" / "f1.txt").write_text("a change that runs git\n")
+    snap = store.capture()
+    store.materialize(snap.commit, tmp_path / "check")
+    assert tree_digest(tmp_path / "check") == tree_digest(ws)
+    assert (tmp_path / "check" / "d1" / "only-second.txt").exists()

@@ -15,6 +15,10 @@ Two accountings of each expansion, side by side (medians over the expansions):
   own work, which for a scripted agent is the tool calls themselves (writing the files).
 
     python experiments/benchmarks/search_overhead.py [--files 10000] [--test-seconds 1.0]
+    python experiments/benchmarks/search_overhead.py --baseline OLD_CHECKOUT [--rounds 2]
+
+``--baseline`` runs the same search with the code of another checkout too (make one with
+``git archive main | tar -x -C /tmp/main``), alternating, and prints old and new side by side.
 
 Target (issues 5 and 13): overhead under 5% of a 1-second test run, counted honestly.
 """
@@ -26,11 +30,14 @@ import cProfile
 import functools
 import inspect
 import io
+import json
+import os
 import pstats
 import random
 import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -252,7 +259,17 @@ def main() -> int:
     ap.add_argument(
         "--profile", action="store_true", help="profile each kind of store call (cProfile)"
     )
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of other code (e.g. `git archive main`): run the search with it and "
+        "with this checkout, alternately, and print their figures side by side",
+    )
+    ap.add_argument("--rounds", type=int, default=2, help="searches per side with --baseline")
+    ap.add_argument("--json", action="store_true", help="print the figures as one JSON line")
     args = ap.parse_args()
+    if args.baseline is not None:
+        return side_by_side(args)
 
     tmp = Path(tempfile.mkdtemp(prefix="ts-overhead-"))
     try:
@@ -305,6 +322,9 @@ def main() -> int:
         timings = out_timings(out)
         if len(meter.expansions) != len(timings):
             raise SystemExit("the meter saw a different number of expansions than the search")
+        if args.json:
+            print(json.dumps(figures(timings, meter.expansions)))
+            return 0
         files = sum(1 for _ in ws.rglob("*") if _.is_file())
         print(f"workspace: {files} files; {len(timings)} expansions; whole search {total:.1f}s")
         print(report(timings, meter.expansions, args.test_seconds))
@@ -315,6 +335,58 @@ def main() -> int:
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def figures(timings: list[Any], seen: list[Expansion]) -> dict[str, float]:
+    """The honest accounting's medians (ms), for ``--json``."""
+
+    def med(xs: Iterator[float] | list[float]) -> float:
+        return statistics.median(list(xs)) * 1000
+
+    pairs = list(zip(timings, seen, strict=True))
+    keys = sorted({k for e in seen for k in e.store})
+    out = {
+        "test run": med(t.score for t in timings),
+        "overhead": med(e.wall - t.score - e.tools for t, e in pairs),
+        "store operations": med(e.store_total for e in seen),
+        "store CPU (incl. git)": med(e.store_cpu for e in seen),
+    }
+    out.update({k: med(e.store.get(k, 0.0) for e in seen) for k in keys})
+    return out
+
+
+def side_by_side(args: argparse.Namespace) -> int:
+    """Run the search ``--rounds`` times with each checkout, alternating (old, new, new, old,
+    ...), and print the medians over the rounds side by side."""
+    sides = {"old": args.baseline.resolve(), "new": ROOT}
+    runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
+    for r in range(args.rounds):
+        for side in ("old", "new") if r % 2 == 0 else ("new", "old"):
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--json"]
+            cmd += ["--files", str(args.files), "--test-seconds", str(args.test_seconds)]
+            cmd += ["--expansions", str(args.expansions)]
+            env = dict(os.environ, PYTHONPATH=str(sides[side]))
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                print(done.stderr, file=sys.stderr)
+                raise SystemExit(f"the {side} search failed (exit {done.returncode})")
+            runs[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    keys = list(dict.fromkeys(k for side in runs.values() for run in side for k in run))
+    print(f"old: {sides['old']}\nnew: {sides['new']}")
+    print(f"{args.rounds} searches each, alternating; medians over them of per-expansion medians")
+    print(f"{'median ms':<40}{'old':>9}{'new':>9}")
+    for k in keys:
+        old, new = (statistics.median(r.get(k, 0.0) for r in runs[s]) for s in ("old", "new"))
+        print(f"{k:<40}{old:9.1f}{new:9.1f}")
+    for side in ("old", "new"):
+        over = statistics.median(r["overhead"] for r in runs[side])
+        test = statistics.median(r["test run"] for r in runs[side])
+        verdict = "PASS" if over / test < 0.05 else "FAIL"
+        print(
+            f"overhead / test run, honest, {side} = {over / test:6.1%}   target < 5%: {verdict}"
+            f"   ({over:.0f} ms / {test:.0f} ms)"
+        )
+    return 0
 
 
 def out_timings(out: object) -> list:

@@ -40,6 +40,9 @@ _BULK_PATHS = 256
 _FORCE_ARG_BYTES = 64 * 1024
 """Paths to force (see ``Scanner.scan``) up to this size go on git's command line, else to a
 process of their own."""
+_UNSYNCED_MAX = 256
+"""Index entries left for the next scan's ``update-index`` (``Scanner.unsynced``) at most: they
+ride on its command line."""
 _VERIFY_BYTES = 1 << 20
 """Racy files up to this size are checked by hashing them here instead of by a git process."""
 _NO_GIT_CONFIG = ["-c", "safe.directory=*", "-c", "core.fsmonitor=false"]
@@ -176,7 +179,12 @@ class Scanner:
         cache, self.stat_cache = self.stat_cache, None
         self.tree = None
         if entries is not None and cache is not None:
-            self.unsynced.update(entries)
+            if len(self.unsynced.keys() | entries.keys()) <= _UNSYNCED_MAX:
+                self.unsynced.update(entries)  # (a later restore's entry replaces an earlier's)
+            else:
+                for p in entries:
+                    self.unsynced.pop(p, None)  # told now: an older entry must not follow it
+                update_index()
         else:
             update_index()
         if self.walker is not None:

@@ -259,3 +259,38 @@ def test_index_entries_of_restores_in_a_row_reach_the_index_in_order(
     store.materialize(snap.commit, tmp_path / "check")
     assert tree_digest(tmp_path / "check") == tree_digest(ws)
     assert (tmp_path / "check" / "d1" / "only-second.txt").exists()
+
+
+def test_a_folder_made_again_with_files_git_classified_before_needs_no_ignore_listing(
+    tmp_path: Path, watch_mode: bool
+) -> None:
+    """A restore prunes a folder an agent made, the next agent makes it again with the same
+    files: their ignore verdicts stand (an ignored one stays out), without asking git again."""
+    import shutil
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".gitignore").write_text("*.log\n")
+    (ws / "a.txt").write_text("a\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    base = store.capture()
+
+    def make() -> None:
+        (ws / "notes").mkdir()
+        (ws / "notes" / "n.txt").write_text("note\n")
+        (ws / "notes" / "x.log").write_text("ignored\n")
+
+    make()
+    made = store.capture()
+    shutil.rmtree(ws / "notes")
+    assert store.capture().tree == base.tree
+    make()
+    calls = _count_git(store)
+    again = store.capture()
+    assert "ls-files" not in _commands(calls)
+    assert again.tree == made.tree
+    assert {e.path for e in store.files(again.commit)} == {".gitignore", "a.txt", "notes/n.txt"}
+    (ws / "notes" / "new.log").write_text("a new name: git is asked\n")
+    calls.clear()
+    newer = store.capture()
+    assert "ls-files" in _commands(calls) and newer.tree == made.tree

@@ -72,9 +72,9 @@ class Expansion:
     wall: float = 0.0
     store: dict[str, float] = field(default_factory=dict)
     """Per ``phase:method``: phase ``session`` inside the agent's run, ``controller`` outside."""
-    store_cpu: float = 0.0
-    """CPU seconds of the store operations: this process's and its git processes' (a figure
-    that other load on the machine changes less than wall time)."""
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds of the store operations per ``phase:method``: this process's and its git
+    processes' (a figure that other load on the machine changes less than wall time)."""
     calls: int = 0
     tools: float = 0.0
     """The agent's own work: the tool calls (for the scripted agent, writing the files)."""
@@ -82,6 +82,10 @@ class Expansion:
     @property
     def store_total(self) -> float:
         return sum(self.store.values())
+
+    @property
+    def store_cpu(self) -> float:
+        return sum(self.cpu.values())
 
 
 class StoreMeter:
@@ -121,7 +125,7 @@ class StoreMeter:
                 self.depth -= 1
                 cur = self.current
                 cur.store[key] = cur.store.get(key, 0.0) + time.perf_counter() - t0
-                cur.store_cpu += _cpu() - c0
+                cur.cpu[key] = cur.cpu.get(key, 0.0) + _cpu() - c0
                 cur.calls += 1
 
         return wrapped
@@ -231,6 +235,7 @@ def report(timings: list[Any], seen: list[Expansion], test_seconds: float) -> st
         (f"  store operations, all ({calls:.0f} calls)", store),
         *((f"    {k}", med(e.store.get(k, 0.0) for e in seen)) for k in keys),
         ("  store operations, CPU time (incl. git)", med(e.store_cpu for e in seen)),
+        *((f"    {k}", med(e.cpu.get(k, 0.0) for e in seen)) for k in keys),
         (
             "  other machinery (logs, graph, transcripts)",
             med(e.wall - t.score - e.tools - e.store_total for t, e in pairs),
@@ -352,6 +357,7 @@ def figures(timings: list[Any], seen: list[Expansion]) -> dict[str, float]:
         "store CPU (incl. git)": med(e.store_cpu for e in seen),
     }
     out.update({k: med(e.store.get(k, 0.0) for e in seen) for k in keys})
+    out.update({f"{k} CPU": med(e.cpu.get(k, 0.0) for e in seen) for k in keys})
     return out
 
 

@@ -580,6 +580,14 @@ class Scanner:
             return {rel: self.ignore_rules(rel) for rel in used}
         rules = self.ignore_rules("", new_paths, base=base)
         rules.checked_files.update(new_files)
+        # git's answer about a new folder classified each file in it too.
+        rules.checked_files.update(
+            f"{p}/{n}"
+            for p in new_paths
+            if p in w.dir_mtimes
+            for n in w.dir_names.get(p, ())
+            if n != ".git" and f"{p}/{n}" not in w.dir_mtimes
+        )
         return {"": rules}
 
     def _tracked_by_user(self, root: Path) -> frozenset[str]:
@@ -630,12 +638,29 @@ def _new_entries(
         prefix = d + "/" if d else ""
         for n in sorted(names - before):
             p = prefix + n
-            if n == ".git" or p in w.dir_mtimes:
+            if n == ".git" or (p in w.dir_mtimes and not _all_checked(p, w, base)):
                 new_paths.append(p)  # a folder: what it holds may differ every time
+            elif p in w.dir_mtimes:
+                continue  # made again with files git classified before (a restore pruned it)
             elif p not in base.checked_files:
                 new_paths.append(p)
                 new_files.append(p)
     return new_paths, new_files
+
+
+def _all_checked(folder: str, w: WalkResult, base: IgnoreRules) -> bool:
+    """Does the new ``folder`` hold only files that git classified before, one by one, with
+    the same ignore inputs (``checked_files``)? Then nothing in it needs asking: their verdicts
+    stand, and a pattern that ignores the folder would have ignored them. (An empty folder, a
+    sub-folder or a repository in it: git is asked.)"""
+    names = w.dir_names.get(folder)
+    if not names:
+        return False
+    prefix = folder + "/"
+    return all(
+        n != ".git" and prefix + n not in w.dir_mtimes and prefix + n in base.checked_files
+        for n in names
+    )
 
 
 def _zjoin(paths: Iterable[str]) -> bytes:

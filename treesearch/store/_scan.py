@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch.store._git import GitFailed, GitRunner, blob_oid, isolated_env
+from treesearch.store._scan_known import all_checked, index_entry_args
 from treesearch.store._seed import seed_from_user_repo, user_git_dir
 from treesearch.store._stat import (
     compare_with_index,
@@ -41,8 +42,7 @@ _FORCE_ARG_BYTES = 64 * 1024
 """Paths to force (see ``Scanner.scan``) up to this size go on git's command line, else to a
 process of their own."""
 _UNSYNCED_MAX = 256
-"""Index entries left for the next scan's ``update-index`` (``Scanner.unsynced``) at most: they
-ride on its command line."""
+"""At most this many index entries wait in ``Scanner.unsynced`` (they ride on a command line)."""
 _VERIFY_BYTES = 1 << 20
 """Racy files up to this size are checked by hashing them here instead of by a git process."""
 _NO_GIT_CONFIG = ["-c", "safe.directory=*", "-c", "core.fsmonitor=false"]
@@ -231,11 +231,11 @@ class Scanner:
         walk_start = time.time_ns()
         w = self.walk(verify)
         c = self._compare(cache, w)
-        first = self._unsynced_args(c, w, tree is None)
-        feed, stale = self._tell_git(c, w, first)
-        if feed or stale or first or tree is None:
+        restored = self._unsynced_args(c, w, tree is None)
+        feed, stale = self._tell_git(c, w, restored)
+        if feed or stale or restored or tree is None:
             tree = TreeHash(self.run(["write-tree"]).decode().strip())
-        if first:
+        if restored:
             self.unsynced = {}
         if feed or stale:
             write_scan_time(self.store / "scan-time", walk_start)
@@ -278,20 +278,12 @@ class Scanner:
         return _Compared(index_paths, feed, force, {}, len(changed))
 
     def _unsynced_args(self, c: _Compared, w: WalkResult, tree_unknown: bool) -> list[str]:
-        """``update-index`` arguments for the index entries a restore left to be told
-        (``unsynced``), when git is to be run anyway or the tree is unknown; else none. They go
-        first: what the scan found since (fed, removed) comes after them and wins."""
-        if not self.unsynced:
-            return []
-        if not (c.feed or tree_unknown or c.index_paths.difference(w.files)):
-            return []
-        gone = sorted(p for p, entry in self.unsynced.items() if entry is None)
-        args = ["--force-remove", *("./" + p for p in gone), "--no-force-remove"] if gone else []
-        args += ["--add", "--replace"]
-        for p, entry in sorted(self.unsynced.items()):
-            if entry is not None:
-                args += ["--cacheinfo", f"{entry[0]:o},{entry[1]},{p}"]
-        return args
+        """``update-index`` arguments for the index entries a restore left (``unsynced``) when
+        git is to be run anyway or the tree is unknown; else none. They go first: what the scan
+        found since (fed, removed) comes after them and wins."""
+        if self.unsynced and (c.feed or tree_unknown or c.index_paths.difference(w.files)):
+            return index_entry_args(self.unsynced)
+        return []
 
     def _tell_git(
         self, c: _Compared, w: WalkResult, first_args: Sequence[str] = ()
@@ -638,7 +630,7 @@ def _new_entries(
         prefix = d + "/" if d else ""
         for n in sorted(names - before):
             p = prefix + n
-            if n == ".git" or (p in w.dir_mtimes and not _all_checked(p, w, base)):
+            if n == ".git" or (p in w.dir_mtimes and not all_checked(p, w, base)):
                 new_paths.append(p)  # a folder: what it holds may differ every time
             elif p in w.dir_mtimes:
                 continue  # made again with files git classified before (a restore pruned it)
@@ -646,21 +638,6 @@ def _new_entries(
                 new_paths.append(p)
                 new_files.append(p)
     return new_paths, new_files
-
-
-def _all_checked(folder: str, w: WalkResult, base: IgnoreRules) -> bool:
-    """Does the new ``folder`` hold only files that git classified before, one by one, with
-    the same ignore inputs (``checked_files``)? Then nothing in it needs asking: their verdicts
-    stand, and a pattern that ignores the folder would have ignored them. (An empty folder, a
-    sub-folder or a repository in it: git is asked.)"""
-    names = w.dir_names.get(folder)
-    if not names:
-        return False
-    prefix = folder + "/"
-    return all(
-        n != ".git" and prefix + n not in w.dir_mtimes and prefix + n in base.checked_files
-        for n in names
-    )
 
 
 def _zjoin(paths: Iterable[str]) -> bytes:

@@ -153,6 +153,12 @@ class Scanner:
     def indexed(self) -> Mapping[str, Key]:
         return self.stat_cache or {}
 
+    @property
+    def incremental(self) -> bool:
+        """Did the last scan re-list only what the watcher reported (a process that scans again
+        and again: a search, a session)?"""
+        return self.walker is not None and self.walker.relisted is not None
+
     def note_oid(self, path: str, oid: str) -> None:
         """A capture learnt ``path``'s blob id: a racy path is then checked by hashing."""
         if path in self.recent and oid.strip("0"):

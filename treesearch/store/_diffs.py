@@ -13,6 +13,8 @@ from treesearch.types import TreeHash
 
 Run = Callable[..., bytes]
 _CACHED = 64
+_RAW_FIELDS = 2 * 4096
+"""Raw records of a pair of trees are kept for at most this many fields (2 per changed path)."""
 
 
 class Diffs:
@@ -107,6 +109,8 @@ class Diffs:
                 i += 2
             else:
                 i += 1
+        if len(raw) > _RAW_FIELDS:
+            return  # a big change: kept in no cache (a restore runs diff-tree for it)
         self.raw[(ta, tb)] = raw
         while len(self.raw) > _CACHED:
             del self.raw[next(iter(self.raw))]

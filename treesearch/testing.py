@@ -32,7 +32,7 @@ import shutil
 import stat
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -214,11 +214,25 @@ class MemoryStore:
 
     # --- recording
 
-    def capture(self, label: str | None = None, meta: dict[str, Any] | None = None) -> Snapshot:
-        """Record the workspace as it is now."""
-        return self._record(label, meta, "capture")
+    def capture(
+        self,
+        label: str | None = None,
+        meta: dict[str, Any] | None = None,
+        *,
+        if_changed: bool = False,
+    ) -> Snapshot:
+        """Record the workspace as it is now. ``if_changed``: with nothing changed since the last
+        snapshot, return that one (whatever its label and meta), as ``ShadowStore`` does."""
+        return self._record(label, meta, "capture", if_changed=if_changed)
 
-    def _record(self, label: str | None, meta: dict[str, Any] | None, kind: str) -> Snapshot:
+    def _record(
+        self,
+        label: str | None,
+        meta: dict[str, Any] | None,
+        kind: str,
+        *,
+        if_changed: bool = False,
+    ) -> Snapshot:
         t0 = time.perf_counter()
         try:
             scan = _scan(self.workspace)
@@ -234,6 +248,14 @@ class MemoryStore:
                 p for p in set(before) | set(scan.entries) if before.get(p) != scan.entries.get(p)
             )
         )
+        if (
+            if_changed
+            and last is not None
+            and last.tree == tree
+            and last.modes == scan.modes
+            and last.empty_dirs == scan.empty_dirs
+        ):
+            return replace(last, changed=())
         meta = dict(meta or {})
         parent = last.commit if last is not None else None
         ident = json.dumps(

@@ -15,6 +15,10 @@ Two accountings of each expansion, side by side (medians over the expansions):
   own work, which for a scripted agent is the tool calls themselves (writing the files).
 
     python experiments/benchmarks/search_overhead.py [--files 10000] [--test-seconds 1.0]
+    python experiments/benchmarks/search_overhead.py --baseline OLD_CHECKOUT [--rounds 2]
+
+``--baseline`` runs the same search with the code of another checkout too (make one with
+``git archive main | tar -x -C /tmp/main``), alternating, and prints old and new side by side.
 
 Target (issues 5 and 13): overhead under 5% of a 1-second test run, counted honestly.
 """
@@ -22,10 +26,18 @@ Target (issues 5 and 13): overhead under 5% of a 1-second test run, counted hone
 from __future__ import annotations
 
 import argparse
+import cProfile
+import functools
 import inspect
+import io
+import json
+import os
+import pstats
 import random
+import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,6 +72,9 @@ class Expansion:
     wall: float = 0.0
     store: dict[str, float] = field(default_factory=dict)
     """Per ``phase:method``: phase ``session`` inside the agent's run, ``controller`` outside."""
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds of the store operations per ``phase:method``: this process's and its git
+    processes' (a figure that other load on the machine changes less than wall time)."""
     calls: int = 0
     tools: float = 0.0
     """The agent's own work: the tool calls (for the scripted agent, writing the files)."""
@@ -67,6 +82,10 @@ class Expansion:
     @property
     def store_total(self) -> float:
         return sum(self.store.values())
+
+    @property
+    def store_cpu(self) -> float:
+        return sum(self.cpu.values())
 
 
 class StoreMeter:
@@ -77,25 +96,36 @@ class StoreMeter:
     agent's own work). A store call made by another store call is counted once, in the outer one.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, profile: bool = False) -> None:
+        self.profiles: dict[str, cProfile.Profile] | None = {} if profile else None
+        """Per ``phase:method``: a profile of every call (``--profile``)."""
         self.expansions: list[Expansion] = []
         self.current: Expansion | None = None
         self.depth = 0
         self.phase = "controller"
 
     def _store_method(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)  # keeps the signature, which the session reads (``if_changed``)
         def wrapped(*a: Any, **kw: Any) -> Any:
             if self.depth or self.current is None:
                 return fn(*a, **kw)
             self.depth += 1
+            key = f"{self.phase}:{name}"
+            prof = None
+            if self.profiles is not None:
+                prof = self.profiles.setdefault(key, cProfile.Profile())
+                prof.enable()
+            c0 = _cpu()
             t0 = time.perf_counter()
             try:
                 return fn(*a, **kw)
             finally:
+                if prof is not None:
+                    prof.disable()
                 self.depth -= 1
-                key = f"{self.phase}:{name}"
                 cur = self.current
                 cur.store[key] = cur.store.get(key, 0.0) + time.perf_counter() - t0
+                cur.cpu[key] = cur.cpu.get(key, 0.0) + _cpu() - c0
                 cur.calls += 1
 
         return wrapped
@@ -158,6 +188,13 @@ class StoreMeter:
                 _set(obj, name, value)
 
 
+def _cpu() -> float:
+    """CPU seconds used so far by this process and its waited-for children (git)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _get(obj: Any, name: str) -> Any:
     return obj[name] if isinstance(obj, dict) else getattr(obj, name)
 
@@ -197,6 +234,8 @@ def report(timings: list[Any], seen: list[Expansion], test_seconds: float) -> st
         ("  agent's own work (its tool calls)", med(e.tools for e in seen)),
         (f"  store operations, all ({calls:.0f} calls)", store),
         *((f"    {k}", med(e.store.get(k, 0.0) for e in seen)) for k in keys),
+        ("  store operations, CPU time (incl. git)", med(e.store_cpu for e in seen)),
+        *((f"    {k}", med(e.cpu.get(k, 0.0) for e in seen)) for k in keys),
         (
             "  other machinery (logs, graph, transcripts)",
             med(e.wall - t.score - e.tools - e.store_total for t, e in pairs),
@@ -222,7 +261,20 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=10_000, help="generated files added (10000)")
     ap.add_argument("--test-seconds", type=float, default=1.0, help="test run length (1.0)")
     ap.add_argument("--expansions", type=int, default=16)
+    ap.add_argument(
+        "--profile", action="store_true", help="profile each kind of store call (cProfile)"
+    )
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of other code (e.g. `git archive main`): run the search with it and "
+        "with this checkout, alternately, and print their figures side by side",
+    )
+    ap.add_argument("--rounds", type=int, default=2, help="searches per side with --baseline")
+    ap.add_argument("--json", action="store_true", help="print the figures as one JSON line")
     args = ap.parse_args()
+    if args.baseline is not None:
+        return side_by_side(args)
 
     tmp = Path(tempfile.mkdtemp(prefix="ts-overhead-"))
     try:
@@ -267,7 +319,7 @@ def main() -> int:
             },
             "output": {"runs_dir": str(tmp / "runs")},
         }
-        meter = StoreMeter()
+        meter = StoreMeter(profile=args.profile)
         t0 = time.perf_counter()
         with meter.installed():
             out = run_from_config(cfg, base_dir=tmp)
@@ -275,12 +327,72 @@ def main() -> int:
         timings = out_timings(out)
         if len(meter.expansions) != len(timings):
             raise SystemExit("the meter saw a different number of expansions than the search")
+        if args.json:
+            print(json.dumps(figures(timings, meter.expansions)))
+            return 0
         files = sum(1 for _ in ws.rglob("*") if _.is_file())
         print(f"workspace: {files} files; {len(timings)} expansions; whole search {total:.1f}s")
         print(report(timings, meter.expansions, args.test_seconds))
+        for key, prof in sorted((meter.profiles or {}).items()):
+            buf = io.StringIO()
+            pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(25)
+            print(f"\n==== profile of {key} (all calls) ====\n{buf.getvalue()}")
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def figures(timings: list[Any], seen: list[Expansion]) -> dict[str, float]:
+    """The honest accounting's medians (ms), for ``--json``."""
+
+    def med(xs: Iterator[float] | list[float]) -> float:
+        return statistics.median(list(xs)) * 1000
+
+    pairs = list(zip(timings, seen, strict=True))
+    keys = sorted({k for e in seen for k in e.store})
+    out = {
+        "test run": med(t.score for t in timings),
+        "overhead": med(e.wall - t.score - e.tools for t, e in pairs),
+        "store operations": med(e.store_total for e in seen),
+        "store CPU (incl. git)": med(e.store_cpu for e in seen),
+    }
+    out.update({k: med(e.store.get(k, 0.0) for e in seen) for k in keys})
+    out.update({f"{k} CPU": med(e.cpu.get(k, 0.0) for e in seen) for k in keys})
+    return out
+
+
+def side_by_side(args: argparse.Namespace) -> int:
+    """Run the search ``--rounds`` times with each checkout, alternating (old, new, new, old,
+    ...), and print the medians over the rounds side by side."""
+    sides = {"old": args.baseline.resolve(), "new": ROOT}
+    runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
+    for r in range(args.rounds):
+        for side in ("old", "new") if r % 2 == 0 else ("new", "old"):
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--json"]
+            cmd += ["--files", str(args.files), "--test-seconds", str(args.test_seconds)]
+            cmd += ["--expansions", str(args.expansions)]
+            env = dict(os.environ, PYTHONPATH=str(sides[side]))
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                print(done.stderr, file=sys.stderr)
+                raise SystemExit(f"the {side} search failed (exit {done.returncode})")
+            runs[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    keys = list(dict.fromkeys(k for side in runs.values() for run in side for k in run))
+    print(f"old: {sides['old']}\nnew: {sides['new']}")
+    print(f"{args.rounds} searches each, alternating; medians over them of per-expansion medians")
+    print(f"{'median ms':<40}{'old':>9}{'new':>9}")
+    for k in keys:
+        old, new = (statistics.median(r.get(k, 0.0) for r in runs[s]) for s in ("old", "new"))
+        print(f"{k:<40}{old:9.1f}{new:9.1f}")
+    for side in ("old", "new"):
+        over = statistics.median(r["overhead"] for r in runs[side])
+        test = statistics.median(r["test run"] for r in runs[side])
+        verdict = "PASS" if over / test < 0.05 else "FAIL"
+        print(
+            f"overhead / test run, honest, {side} = {over / test:6.1%}   target < 5%: {verdict}"
+            f"   ({over:.0f} ms / {test:.0f} ms)"
+        )
+    return 0
 
 
 def out_timings(out: object) -> list:

@@ -13,6 +13,8 @@ from treesearch.types import TreeHash
 
 Run = Callable[..., bytes]
 _CACHED = 64
+_RAW_FIELDS = 2 * 4096
+"""Raw records of a pair of trees are kept for at most this many fields (2 per changed path)."""
 
 
 class Diffs:
@@ -23,6 +25,9 @@ class Diffs:
         self.run = run
         self.cache: dict[tuple[str, str], Diff] = {}
         """File-level diffs (no patch text) of recent tree pairs."""
+        self.raw: dict[tuple[str, str], list[bytes]] = {}
+        """The raw records (``:modes oids status`` and path, as ``diff-tree -r -z --raw``
+        prints them) of recent tree pairs: a restore between them plans from these."""
 
     def between(self, ta: TreeHash, tb: TreeHash, max_patch_bytes: int) -> Diff:
         """Changes from ``ta`` to ``tb``; patch text up to ``max_patch_bytes`` (0: none)."""
@@ -32,7 +37,9 @@ class Diffs:
         if ta == tb:
             return Diff(ta, tb, (), "", False)
         out = self.run(["diff-tree", "-r", "-z", "--no-renames", "--raw", "--numstat", ta, tb])
-        diff = parse_diff(ta, tb, out.split(b"\0"), max_patch_bytes)
+        fields = out.split(b"\0")
+        self.remember_raw(ta, tb, fields)
+        diff = parse_diff(ta, tb, fields, max_patch_bytes)
         if max_patch_bytes > 0:
             patch, truncated = self._patch(ta, tb, max_patch_bytes)
             diff = replace(diff, patch=patch, truncated=truncated)
@@ -49,7 +56,9 @@ class Diffs:
             )
             parsed = _split_stdin_diffs(out, todo)
         for ta, tb in todo:
-            self.remember(parse_diff(ta, tb, parsed.get((ta, tb), []), 0))
+            fields = parsed.get((ta, tb), [])
+            self.remember_raw(ta, tb, fields)
+            self.remember(parse_diff(ta, tb, fields, 0))
         return [
             self.cache[(ta, tb)] if ta != tb else Diff(ta, tb, (), "", False) for ta, tb in trees
         ]
@@ -75,6 +84,7 @@ class Diffs:
             fields = out.split(b"\0")
             if counts:
                 self.remember(parse_diff(last.tree, tree, fields, 0))
+            self.remember_raw(last.tree, tree, fields)
             for i in range(len(fields) - 1):
                 head = fields[i]
                 if head.startswith(b":"):
@@ -87,6 +97,39 @@ class Diffs:
         if tuple(empty_dirs) != last.empty_dirs:
             paths.update(set(empty_dirs) ^ set(last.empty_dirs))
         return sorted(paths)
+
+    def remember_raw(self, ta: str, tb: str, fields: Sequence[bytes]) -> None:
+        """Keep the raw records of ``ta`` -> ``tb`` from ``diff-tree -r -z --no-renames`` output
+        split at NUL (with or without ``--raw --numstat``: the numstat lines are left out)."""
+        raw: list[bytes] = []
+        i = 0
+        while i + 1 < len(fields):
+            if fields[i].startswith(b":"):
+                raw += (fields[i], fields[i + 1])
+                i += 2
+            else:
+                i += 1
+        if len(raw) > _RAW_FIELDS:
+            return  # a big change: kept in no cache (a restore runs diff-tree for it)
+        self.raw[(ta, tb)] = raw
+        while len(self.raw) > _CACHED:
+            del self.raw[next(iter(self.raw))]
+
+    def known_raw(self, ta: str, tb: str) -> list[bytes] | None:
+        """The raw records of ``ta`` -> ``tb`` (head, path, head, path, ...) if this store
+        diffed the pair lately, either way round (trees never change); else ``None``."""
+        raw = self.raw.get((ta, tb))
+        if raw is not None:
+            return raw
+        back = self.raw.get((tb, ta))
+        if back is None:
+            return None
+        out: list[bytes] = []
+        for head, path in zip(back[::2], back[1::2], strict=True):
+            old_mode, new_mode, old_oid, new_oid, status = head[1:].split(b" ")
+            turned = {b"A": b"D", b"D": b"A"}.get(status, status)
+            out += (b":" + b" ".join((new_mode, old_mode, new_oid, old_oid, turned)), path)
+        return out
 
     def remember(self, d: Diff) -> None:
         """Keep a file-level diff of two trees."""

@@ -24,12 +24,16 @@ from treesearch.store._catalogue import Catalogue
 from treesearch.store._errors import describe, one_line
 from treesearch.store._fs import SafeTree, UnsafePathError, atomic_write
 from treesearch.store._git import BlobReader, GitFailed, GitRunner
+from treesearch.store._restore_check import checked_scan
 from treesearch.store._scan import Scan, Scanner
 from treesearch.store._walk import MODE, WalkResult, default_mode
 from treesearch.store.values import RestoreResult, Snapshot
 from treesearch.types import TreeHash
 
 Run = Callable[..., bytes]
+_DEFER_INDEX = 64
+"""A restore that changes at most this many index entries leaves them to the next
+``update-index`` of a scan (on its command line); more go to the index at once."""
 
 
 @dataclass
@@ -70,6 +74,9 @@ class Restorer:
         self.catalogue = catalogue
         self.safety = safety
         """Records a safety snapshot of a scan."""
+        self.known_diff: Callable[[TreeHash, TreeHash], list[bytes] | None] = lambda a, b: None
+        """The raw ``diff-tree`` records of two trees if the store has them already (``Diffs``):
+        a restore to a tree the store just diffed with the workspace's runs no ``diff-tree``."""
 
     def restore(self, target: Snapshot) -> RestoreResult:
         """Make the workspace equal to ``target`` (the caller holds the lock and the workspace)."""
@@ -78,10 +85,10 @@ class Restorer:
             self.recover()
         token = secrets.token_hex(4)
         try:
-            # verify: the safety snapshot must see every change, even those no event reports
-            scan = self.scanner.scan(verify=True)
+            # Every file the plan changes is checked against its stat data on disk: the safety
+            # snapshot holds it as it is, even after a change no event reports.
+            scan, plan = checked_scan(self.scanner, lambda s: self.plan(s, target))
             safety = self.safety(scan)
-            plan = self.plan(scan, target)
             if not plan.empty:
                 self._write_journal(token, target.commit, safety.commit, plan)
         except (GitFailed, OSError) as exc:
@@ -175,8 +182,10 @@ class Restorer:
 
     def _plan_content(self, plan: Plan, tree: TreeHash, target: Snapshot) -> None:
         """The files whose content, type or exec bit differ between ``tree`` and ``target``."""
-        out = self.run(["diff-tree", "-r", "-z", "--no-renames", tree, target.tree])
-        fields = out.split(b"\0")
+        fields = self.known_diff(tree, target.tree)
+        if fields is None:
+            out = self.run(["diff-tree", "-r", "-z", "--no-renames", tree, target.tree])
+            fields = out.split(b"\0")
         i = 0
         while i + 1 < len(fields):
             head = fields[i]
@@ -288,6 +297,14 @@ class Restorer:
             if records:
                 self.run(["update-index", "-z", "--index-info"], input=b"".join(records))
 
+        # A few entries go to git with the next capture's update-index: one git less. Only in
+        # a process whose scans follow the watcher's events (a search, a session: its next
+        # capture is near); a one-shot command leaves the index up to date.
+        entries: dict[str, tuple[int, str] | None] | None = None
+        if len(records) <= _DEFER_INDEX and self.scanner.incremental:
+            entries = dict.fromkeys(plan.deletes)
+            for p, mode, oid, *_ in plan.writes + plan.index_modes:
+                entries[p] = (mode, oid)
         self.scanner.restored(
             [(p, oid) for p, _mode, oid, _perm in plan.writes],
             {p for p, *_ in plan.writes} | {p for p, _ in plan.chmods},
@@ -295,6 +312,7 @@ class Restorer:
             [*plan.prune, *plan.mkdirs],
             tree,
             update_index,
+            entries,
         )
 
     def _sync_index_or_forget(self, plan: Plan, tree: TreeHash) -> str | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch.store._git import GitFailed, GitRunner, blob_oid, isolated_env
+from treesearch.store._scan_known import all_checked, index_entry_args
 from treesearch.store._seed import seed_from_user_repo, user_git_dir
 from treesearch.store._stat import (
     compare_with_index,
@@ -40,6 +41,8 @@ _BULK_PATHS = 256
 _FORCE_ARG_BYTES = 64 * 1024
 """Paths to force (see ``Scanner.scan``) up to this size go on git's command line, else to a
 process of their own."""
+_UNSYNCED_MAX = 256
+"""At most this many index entries wait in ``Scanner.unsynced`` (they ride on a command line)."""
 _VERIFY_BYTES = 1 << 20
 """Racy files up to this size are checked by hashing them here instead of by a git process."""
 _NO_GIT_CONFIG = ["-c", "safe.directory=*", "-c", "core.fsmonitor=false"]
@@ -116,6 +119,10 @@ class Scanner:
         self.mirror: Mirror | None = None
         """Set on a worker's store (``store.workers``): the ignore inputs of the workspace it
         stands in for, which its own folder lacks (that workspace's ``.git``)."""
+        self.unsynced: dict[str, tuple[int, str] | None] = {}
+        """Index entries a restore made that the index does not have yet (path -> (mode, blob
+        id), ``None``: removed): given to the next ``update-index`` a scan runs, before any
+        ``write-tree`` (see ``restored``)."""
         self.watch: Inotify | None = None
         self.walker: Walker | None = None
         """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
@@ -126,6 +133,9 @@ class Scanner:
         """The in-memory view of the index is no longer known to be right."""
         self.stat_cache = None
         self.tree = None
+        # The next scan compares the workspace with the index's own stat data, which finds the
+        # paths a restore changed (another process may have told the index since).
+        self.unsynced = {}
 
     def forget(self) -> None:
         """Another process (or a crash) changed the store: drop every cache of it."""
@@ -143,6 +153,12 @@ class Scanner:
     def indexed(self) -> Mapping[str, Key]:
         return self.stat_cache or {}
 
+    @property
+    def incremental(self) -> bool:
+        """Did the last scan re-list only what the watcher reported (a process that scans again
+        and again: a search, a session)?"""
+        return self.walker is not None and self.walker.relisted is not None
+
     def note_oid(self, path: str, oid: str) -> None:
         """A capture learnt ``path``'s blob id: a racy path is then checked by hashing."""
         if path in self.recent and oid.strip("0"):
@@ -156,14 +172,27 @@ class Scanner:
         folders: Collection[str],
         tree: TreeHash,
         update_index: Callable[[], None],
+        entries: Mapping[str, tuple[int, str] | None] | None = None,
     ) -> None:
         """A restore wrote ``written`` ((path, blob id)), changed the ``touched`` paths (those
-        written included), deleted ``deleted`` and removed or made ``folders``; ``update_index``
-        tells git. Keeps the stat cache right without a
-        scan; if ``update_index`` fails the cache is forgotten (the next scan asks git)."""
+        written included), deleted ``deleted`` and removed or made ``folders``. Keeps the stat
+        cache right without a scan. ``update_index`` tells git; if it fails the cache is
+        forgotten (the next scan asks git). With ``entries`` (the index entries the restore
+        made: path -> (mode, blob id), ``None``: removed) and a stat cache, git is told later,
+        with the next ``update-index`` a scan runs anyway (``unsynced``): one git process less
+        per restore. (A process that dies before then leaves an index whose stat data differ
+        from those paths': the next process's first scan gives them to git.)"""
         cache, self.stat_cache = self.stat_cache, None
         self.tree = None
-        update_index()
+        if entries is not None and cache is not None:
+            if len(self.unsynced.keys() | entries.keys()) <= _UNSYNCED_MAX:
+                self.unsynced.update(entries)  # (a later restore's entry replaces an earlier's)
+            else:
+                for p in entries:
+                    self.unsynced.pop(p, None)  # told now: an older entry must not follow it
+                update_index()
+        else:
+            update_index()
         if self.walker is not None:
             # The walker's folder records must agree with the stat cache updated below.
             self.walker.wrote([*touched, *deleted, *folders])
@@ -208,9 +237,12 @@ class Scanner:
         walk_start = time.time_ns()
         w = self.walk(verify)
         c = self._compare(cache, w)
-        feed, stale = self._tell_git(c, w)
-        if feed or stale or tree is None:
+        restored = self._unsynced_args(c, w, tree is None)
+        feed, stale = self._tell_git(c, w, restored)
+        if feed or stale or restored or tree is None:
             tree = TreeHash(self.run(["write-tree"]).decode().strip())
+        if restored:
+            self.unsynced = {}
         if feed or stale:
             write_scan_time(self.store / "scan-time", walk_start)
         self._remember(cache, w.files, feed, c.racy_known, walk_start)
@@ -251,19 +283,35 @@ class Scanner:
         feed = sorted(set(changed).union(recent))
         return _Compared(index_paths, feed, force, {}, len(changed))
 
-    def _tell_git(self, c: _Compared, w: WalkResult) -> tuple[list[str], set[str]]:
+    def _unsynced_args(self, c: _Compared, w: WalkResult, tree_unknown: bool) -> list[str]:
+        """``update-index`` arguments for the index entries a restore left (``unsynced``) when
+        git is to be run anyway or the tree is unknown; else none. They go first: what the scan
+        found since (fed, removed) comes after them and wins."""
+        if self.unsynced and (c.feed or tree_unknown or c.index_paths.difference(w.files)):
+            return index_entry_args(self.unsynced)
+        return []
+
+    def _tell_git(
+        self, c: _Compared, w: WalkResult, first_args: Sequence[str] = ()
+    ) -> tuple[list[str], set[str]]:
         """Feed the changed paths to ``update-index``; returns the paths fed and the stale ones
-        (in the index, no longer in the walk)."""
+        (in the index, no longer in the walk). ``first_args`` go to the first ``update-index``
+        (see ``_unsynced_args``)."""
         feed, force = c.feed, c.force
+        pre = list(first_args)
         stale = c.index_paths.difference(w.files)
         if feed and stale and all(_deleted_in_place(self.workspace, p, w) for p in stale):
             feed = sorted(set(feed).union(stale))  # `--remove` drops them: one git less
         elif stale:
             # Gone, now ignored, or behind a folder that became a symlink: out of the index.
             self.run(
-                ["update-index", "--force-remove", "-z", "--stdin"], input=_zjoin(sorted(stale))
+                ["update-index", *pre, "--force-remove", "-z", "--stdin"],
+                input=_zjoin(sorted(stale)),
             )
+            pre = []
         if not feed:
+            if pre:
+                self.run(["update-index", *pre])
             return feed, stale
         # For many paths, a tiny bigFileThreshold makes git stream new blobs into one pack
         # (bulk check-in) instead of one loose object file each: much faster cold captures.
@@ -276,11 +324,22 @@ class Scanner:
                 first = ["--force-remove", *("./" + p for p in force), "--no-force-remove"]
             else:
                 self.run(
-                    ["update-index", "--force-remove", "-z", "--stdin"],
+                    ["update-index", *pre, "--force-remove", "-z", "--stdin"],
                     input=_zjoin(sorted(force)),
                 )
+                pre = []
         self.run(
-            [*bulk, "update-index", *first, "--add", "--remove", "--replace", "-z", "--stdin"],
+            [
+                *bulk,
+                "update-index",
+                *pre,
+                *first,
+                "--add",
+                "--remove",
+                "--replace",
+                "-z",
+                "--stdin",
+            ],
             input=_zjoin(feed),
         )
         return feed, stale
@@ -519,6 +578,14 @@ class Scanner:
             return {rel: self.ignore_rules(rel) for rel in used}
         rules = self.ignore_rules("", new_paths, base=base)
         rules.checked_files.update(new_files)
+        # git's answer about a new folder classified each file in it too.
+        rules.checked_files.update(
+            f"{p}/{n}"
+            for p in new_paths
+            if p in w.dir_mtimes
+            for n in w.dir_names.get(p, ())
+            if n != ".git" and f"{p}/{n}" not in w.dir_mtimes
+        )
         return {"": rules}
 
     def _tracked_by_user(self, root: Path) -> frozenset[str]:
@@ -569,8 +636,10 @@ def _new_entries(
         prefix = d + "/" if d else ""
         for n in sorted(names - before):
             p = prefix + n
-            if n == ".git" or p in w.dir_mtimes:
+            if n == ".git" or (p in w.dir_mtimes and not all_checked(p, w, base)):
                 new_paths.append(p)  # a folder: what it holds may differ every time
+            elif p in w.dir_mtimes:
+                continue  # made again with files git classified before (a restore pruned it)
             elif p not in base.checked_files:
                 new_paths.append(p)
                 new_files.append(p)

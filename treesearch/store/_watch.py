@@ -12,10 +12,11 @@ What inotify does not see, and how that is handled:
   data, to find its other names (``Walker``). A link made after the last scan from outside the
   workspace (or in an ignored folder, or removed again before the scan) is not met, and writes
   through a shared ``mmap`` report no event (a limit shared with git's fsmonitor): a capture can
-  miss those, but a restore's safety scan checks every file's stat data
-  (``Walker.update(verify=True)``), so it sees every change a full walk sees. Open the
-  store with ``watch=False`` (``TREESEARCH_WATCH=0`` on the command line) to check every file on
-  every scan;
+  miss those, but a restore checks the stat data of every file it writes over, deletes or
+  re-modes (``_restore_check.py``), so its safety snapshot holds each of those as it is on disk
+  and no such write is lost (a file the restore leaves alone keeps it, and a capture records it
+  once its folder is listed again). Open the store with ``watch=False`` (``TREESEARCH_WATCH=0``
+  on the command line) to check every file on every scan;
 - changes the store makes itself (a restore): the walker is told which paths (``Walker.wrote``),
   so its folder records agree with the store's stat cache;
 - network and FUSE filesystems (changes made by other machines): watching is used only when the

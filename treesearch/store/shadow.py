@@ -187,6 +187,7 @@ class ShadowStore:
             self._catalogue,
             lambda scan: self._capture_locked("safety", None, None, scan=scan),
         )
+        self._restorer.known_diff = self._diffs.known_raw
         self.recovered: str | None = None
         """What ``recover()`` did on open, if an interrupted restore was found (else ``None``)."""
         self.fixed_dates = False
@@ -411,18 +412,26 @@ class ShadowStore:
 
     # ------------------------------------------------------------------ capture
 
-    def capture(self, label: str | None = None, meta: dict[str, Any] | None = None) -> Snapshot:
+    def capture(
+        self,
+        label: str | None = None,
+        meta: dict[str, Any] | None = None,
+        *,
+        if_changed: bool = False,
+    ) -> Snapshot:
         """Record the workspace as a snapshot and return it.
 
         With nothing changed since the previous snapshot (and no new label or meta), the previous
-        snapshot is returned and no object is written. Raises ``CaptureError`` (naming the path)
-        when a file cannot be read; nothing is recorded then. A new snapshot may be followed by
-        packing the store's loose objects (``_pack.py``).
+        snapshot is returned and no object is written. ``if_changed``: with nothing changed, the
+        previous snapshot is returned whatever its label and meta (``label`` and ``meta`` then
+        describe only a new snapshot: a session's captures before each step). Raises
+        ``CaptureError`` (naming the path) when a file cannot be read; nothing is recorded then.
+        A new snapshot may be followed by packing the store's loose objects (``_pack.py``).
         """
         with self.lock():
             with errors(CaptureError, "capture failed", reading=True):
                 last = self._catalogue.state.last
-                snap = self._capture_locked("capture", label, meta)
+                snap = self._capture_locked("capture", label, meta, if_changed=if_changed)
             if snap.commit != last:
                 what = f"snapshot {snap.commit[:12]} was recorded, but packing the store failed"
                 with errors(CaptureError, what):
@@ -430,7 +439,13 @@ class ShadowStore:
             return snap
 
     def _capture_locked(
-        self, kind: str, label: str | None, meta: dict[str, Any] | None, scan: Scan | None = None
+        self,
+        kind: str,
+        label: str | None,
+        meta: dict[str, Any] | None,
+        scan: Scan | None = None,
+        *,
+        if_changed: bool = False,
     ) -> Snapshot:
         t0 = time.perf_counter()
         if scan is None:
@@ -461,8 +476,10 @@ class ShadowStore:
             last is not None
             and last.tree == scan.tree
             and same_fsmeta
-            and (label is None or label == last.label)
-            and (not meta or meta == last.meta)
+            and (
+                if_changed
+                or ((label is None or label == last.label) and (not meta or meta == last.meta))
+            )
         ):
             return replace(
                 last,

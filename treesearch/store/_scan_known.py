@@ -1,0 +1,35 @@
+"""What a scan already knows, so that git need not be asked again: the index entries a restore
+made (told to git on the command line of the next ``update-index`` a scan runs), and the ignore
+verdicts of files git classified before (a folder made again with them needs no listing)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from treesearch.store._walk import IgnoreRules, WalkResult
+
+
+def index_entry_args(entries: Mapping[str, tuple[int, str] | None]) -> list[str]:
+    """``update-index`` arguments that put ``entries`` (path -> (mode, blob id); ``None``:
+    removed) into the index, without reading any file: removals first, then ``--cacheinfo``."""
+    gone = sorted(p for p, entry in entries.items() if entry is None)
+    args = ["--force-remove", *("./" + p for p in gone), "--no-force-remove"] if gone else []
+    args += ["--add", "--replace"]
+    for p, entry in sorted(entries.items()):
+        if entry is not None:
+            args += ["--cacheinfo", f"{entry[0]:o},{entry[1]},{p}"]
+    return args
+
+
+def all_checked(folder: str, w: WalkResult, base: IgnoreRules) -> bool:
+    """Does the new ``folder`` hold only files git classified before with the same ignore inputs
+    (``checked_files``)? Their verdicts stand (a pattern that ignores the folder would have
+    ignored them); an empty folder, a sub-folder or a repository in it: git is asked."""
+    names = w.dir_names.get(folder)
+    if not names:
+        return False
+    prefix = folder + "/"
+    return all(
+        n != ".git" and prefix + n not in w.dir_mtimes and prefix + n in base.checked_files
+        for n in names
+    )

@@ -23,9 +23,9 @@ from treesearch.config import DEFAULT_EXCLUDES, apply_overrides, validate
 from treesearch.errors import ConfigError, SearchError, StoreError
 from treesearch.runs import read_events
 from treesearch.search import graph as G
-from treesearch.search.batch import dispatched, select_batch, share_test_runs
+from treesearch.search.batch import dispatched, next_to_send, select_batch, share_test_runs
 from treesearch.search.graph import to_json
-from treesearch.search.policies import make_policy
+from treesearch.search.policies import Choice, make_policy
 from treesearch.store import ShadowStore
 from treesearch.store.workers import adopt, open_worker_store, worker_view
 
@@ -61,7 +61,28 @@ class DyingAgent:
         raise AssertionError("unreachable")
 
 
+class TallyAgent:
+    """Keeps a tally per node in the agents' cache folder, as the mutation agent keeps its log
+    of the programs a node produced: attempt ``a`` writes ``tally.txt`` with the number of
+    earlier attempts it found on record, then records itself. Slow enough that two attempts
+    sent at once would overlap."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        pass
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        assert ctx.cache_dir is not None
+        log = ctx.cache_dir / "tally" / f"{ctx.node}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        seen = len(log.read_text().splitlines()) if log.exists() else 0
+        time.sleep(0.5)
+        with log.open("a") as f:
+            f.write(f"{ctx.attempt}\n")
+        return ScriptedAgent([{"write": "tally.txt", "content": f"{seen}\n"}]).run(ctx)
+
+
 register_agent("test-hungry", "test_search_parallel:HungryAgent", replace=True)
+register_agent("test-tally", "test_search_parallel:TallyAgent", replace=True)
 register_agent("test-dying", "test_search_parallel:DyingAgent", replace=True)
 
 
@@ -120,6 +141,22 @@ def test_share_test_runs_never_promises_more_than_is_left() -> None:
         shares.append(share_test_runs(left, free))
         left -= shares[-1] or 0
     assert shares == [1, 2, 2] and sum(shares) == 5
+
+
+def test_next_to_send_holds_a_later_attempt_of_a_node_and_strategy_until_the_earlier_answered() -> (
+    None
+):
+    a0, a1 = Choice("r", "mut", 0, ("r",)), Choice("r", "mut", 1, ("r",))
+    other = Choice("r", "fix", 0, ("r",))
+    # 0 is in flight: 1 (its next attempt) waits, 2 (another strategy) goes first.
+    assert next_to_send([1, 2], {0: a0, 1: a1, 2: other}) == 2
+    assert next_to_send([1], {0: a0, 1: a1}) is None
+    # 0 answered (recorded or waiting to be): 1 goes.
+    assert next_to_send([1, 2], {1: a1, 2: other}) == 1
+    # Queued in order, the earlier attempt goes first, the later one after it.
+    assert next_to_send([3, 4], {3: a0, 4: a1}) == 3
+    # The same attempt number on another node does not wait.
+    assert next_to_send([1], {0: a0, 1: Choice("n", "mut", 1, ("r", "n"))}) == 1
 
 
 def test_dispatched_is_what_was_chosen_and_not_recorded() -> None:
@@ -261,6 +298,46 @@ def test_parallel_search_is_deterministic_and_ends_at_the_best_node(tmp_path: Pa
         assert len(list((rd / "transcripts").glob(f"{k:04d}-*.session.jsonl"))) == 1
     scored = [n for n in outs[0].graph.nodes]
     assert all((rd / "tests" / f"{n[:12]}.log").exists() for n in scored)
+
+
+def test_parallel_search_runs_the_attempts_of_a_node_one_after_another_as_sequentially(
+    tmp_path: Path,
+) -> None:
+    """Regression: two attempts of one sampled strategy on one node ran at once in two workers,
+    so an agent that keeps state per node (the mutation agent's log of the programs a node
+    produced, its fault localisation) saw or missed the other's by timing: the graph depended
+    on which worker was faster, and both paid the localisation."""
+    graphs = []
+    for workers in (1, 2):
+        base = tmp_path / f"w{workers}"
+        proj = make_project(base)
+        cfg = config(base, proj, policy="bfs", stop_on_perfect=False)
+        cfg["strategies"] = {"tally": {"kind": "test-tally", "samples": 3}}
+        cfg["search"]["workers"] = workers
+        cfg["search"]["budget"] = {"expansions": 3}
+        out = run(cfg, base)
+        children = list(out.graph.successors(G.root_of(out.graph)))
+        assert len(children) == 3  # tallies 0, 1, 2: three states, no transposition
+        graphs.append(to_json(out.graph, stable=True))
+    assert graphs[0] == graphs[1]
+
+
+def test_parallel_search_workers_take_the_search_warm_check_instead_of_a_cold_run(
+    tmp_path: Path,
+) -> None:
+    """The search's first test run (the root) is made cold and warm and compared (``scoring.warm:
+    auto``); a worker takes that check instead of making its own first run twice. The search's
+    summary counts every worker's runs."""
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
+    cfg["scoring"]["warm"] = "auto"
+    cfg["search"]["workers"] = 2
+    cfg["search"]["budget"] = {"expansions": 5}
+    out = run(cfg, tmp_path)
+    warm = json.loads((out.run_dir / "summary.json").read_text())["warm"]
+    assert warm["notes"] == []
+    assert warm["cold_runs"] == 1  # the root's check, and no worker's
+    assert warm["warm_runs"] == out.usage.test_runs  # the root's check and each worker run
 
 
 def test_parallel_search_never_spends_more_test_runs_than_the_budget(tmp_path: Path) -> None:

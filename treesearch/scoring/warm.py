@@ -125,6 +125,18 @@ class WarmRunner:
         if self.on_note is not None:
             self.on_note(text)
 
+    @property
+    def checked(self) -> bool:
+        """``auto`` mode: the first run was made both ways, they agreed, and warm runs go on."""
+        return self.mode == "auto" and self._checked and not self._disabled and self.warm_runs > 0
+
+    def take_check(self) -> None:
+        """Skip the first run's check: another runner of the same search, with the same command
+        and environment, made it and it agreed (``checked``; a parallel search's workers take
+        the search's). A later failure of the server still falls back to cold runs."""
+        if self.mode == "auto" and not self._disabled:
+            self._checked = True
+
     def run(
         self,
         command: str | Sequence[str],

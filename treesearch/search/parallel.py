@@ -54,7 +54,7 @@ from treesearch.agents import (
 from treesearch.errors import SearchError
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.results import ScoreResult
-from treesearch.search.batch import dispatch_event, select_one, share_test_runs
+from treesearch.search.batch import dispatch_event, next_to_send, select_one, share_test_runs
 from treesearch.search.policies import Choice
 from treesearch.session import TransactionalSession
 from treesearch.store.shadow import ShadowStore
@@ -117,6 +117,10 @@ class Task:
     parent_score: ScoreResult | None = None
     repair: bool | None = None
     """Whether the search is a repair search (``Scorer.repair``: failing-first screens)."""
+    warm_checked: bool = False
+    """The search's warm test runner checked its first run against a cold one and they agreed
+    (``WarmRunner.checked``): the worker's runner takes that check instead of making its own,
+    one cold run fewer per worker."""
 
 
 @dataclass
@@ -138,6 +142,10 @@ class Outcome:
     timing: dict[str, float] = field(default_factory=dict)
     """Seconds of ``restore``, ``agent``, ``capture`` and ``score`` in the worker."""
     seconds: float = 0.0
+    warm_runs: int = 0
+    cold_runs: int = 0
+    """Test runs the worker's warm runner made warm and cold for this task (``WorkerPool``
+    adds them up: the search's ``summary.json`` counts every worker's runs)."""
     notes: tuple[str, ...] = ()
     """What the worker's warm test runner said (a fallback to cold runs), to be said again by
     the search: a worker's note is never silent."""
@@ -171,6 +179,9 @@ class WorkerPool:
         self.store = store
         """The search's store: where the states workers made are recorded (``record``)."""
         self._workers: list[_Worker] = []
+        self.warm_runs = 0
+        """Test runs the workers made warm (``Outcome.warm_runs``), and cold:"""
+        self.cold_runs = 0
 
     @property
     def busy(self) -> int:
@@ -217,6 +228,8 @@ class WorkerPool:
                     "(`treesearch resume`); or set search.workers: 1"
                 ) from None
             w.task = None
+            self.warm_runs += out.warm_runs
+            self.cold_runs += out.cold_runs
             if out.notes and self.on_note is not None:
                 for text in out.notes:
                     self.on_note(f"worker {self._workers.index(w)}: {text}")
@@ -298,7 +311,8 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
 
     ``ctl`` is the ``Controller``. Up to ``2 * pool.n`` expansions are chosen ahead (``WINDOW``):
     expansion ``k`` is chosen (``batch.select_one``) right after the result of ``k - 2n`` was
-    recorded, with ``k - 2n + 1 .. k - 1`` pending, and goes to the first idle worker; results
+    recorded, with ``k - 2n + 1 .. k - 1`` pending, and goes to the first idle worker (after
+    any earlier attempt of its node and strategy answered: ``batch.next_to_send``); results
     are recorded strictly in the order of ``k``. Which worker finishes first changes when things
     happen, never what. Choosing ahead keeps every worker busy when a short expansion finishes
     behind a long one. Expansions chosen before a kill (``ctl.pending``, from the ``dispatch``
@@ -345,7 +359,12 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
 
     def send() -> None:
         while queued and pool.busy < pool.n:
-            pool.submit(ctl.timed(chosen[queued.pop(0)]))
+            unfinished = {k: t.choice for k, t in chosen.items() if k not in done}
+            k = next_to_send(queued, unfinished)
+            if k is None:
+                return  # each one left waits for an earlier attempt of its node and strategy
+            queued.remove(k)
+            pool.submit(ctl.timed(chosen[k]))
 
     stop = choose()
     send()
@@ -410,11 +429,16 @@ def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> Non
                 if broken is not None or store is None or scorer is None:
                     conn.send(Outcome(task.k, error=broken))
                     continue
+                if task.warm_checked:
+                    scorer.warm.take_check()
+                warm0, cold0 = scorer.warm.warm_runs, scorer.warm.cold_runs
                 try:
                     out = expand(task, store, scorer, spec)
                 except Exception as exc:  # noqa: BLE001 - the controller says it and stops
                     tb = traceback.format_exc(limit=8)
                     out = Outcome(task.k, error=f"{type(exc).__name__}: {exc}\n{tb}")
+                out.warm_runs = scorer.warm.warm_runs - warm0
+                out.cold_runs = scorer.warm.cold_runs - cold0
                 if notes:
                     out = dataclasses.replace(out, notes=tuple(notes))
                     notes.clear()

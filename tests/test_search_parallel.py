@@ -81,7 +81,25 @@ class TallyAgent:
         return ScriptedAgent([{"write": "tally.txt", "content": f"{seen}\n"}]).run(ctx)
 
 
+class MarkedAgent:
+    """Leaves ``started-<strategy>`` in the agents' cache folder, sleeps ``sleep`` seconds, then
+    plays scripted ``steps``."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.sleep = float(config.get("sleep", 0))
+        self.name = str(config["name"])
+        self.inner = ScriptedAgent(config["steps"])
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        assert ctx.cache_dir is not None
+        ctx.cache_dir.mkdir(parents=True, exist_ok=True)
+        (ctx.cache_dir / f"started-{self.name}").touch()
+        time.sleep(self.sleep)
+        return self.inner.run(ctx)
+
+
 register_agent("test-hungry", "test_search_parallel:HungryAgent", replace=True)
+register_agent("test-marked", "test_search_parallel:MarkedAgent", replace=True)
 register_agent("test-tally", "test_search_parallel:TallyAgent", replace=True)
 register_agent("test-dying", "test_search_parallel:DyingAgent", replace=True)
 
@@ -320,6 +338,40 @@ def test_parallel_search_runs_the_attempts_of_a_node_one_after_another_as_sequen
         assert len(children) == 3  # tallies 0, 1, 2: three states, no transposition
         graphs.append(to_json(out.graph, stable=True))
     assert graphs[0] == graphs[1]
+
+
+def test_parallel_search_gives_an_idle_worker_its_next_task_before_recording_results(
+    tmp_path: Path,
+) -> None:
+    """A worker that answered gets the next expansion already chosen at once, not after the
+    controller recorded the results it can (transcripts, test logs, events, diffs): recording
+    expansion 0 (here: its progress report) overlaps expansion 2, chosen with it."""
+    from treesearch.app import run_from_config
+
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
+    steps = [{"replace": "calc.py", "old": "return a - b", "new": "return a + b", "check": False}]
+
+    def marked(name: str, sleep: float) -> dict[str, Any]:
+        return {"kind": "test-marked", "name": name, "sleep": sleep, "steps": steps}
+
+    # 0 answers at once, 1 takes long; 2 is chosen with them (the window) and waits to be sent.
+    cfg["strategies"] = {"s0": marked("s0", 0), "s1": marked("s1", 3), "s2": marked("s2", 0)}
+    cfg["search"]["workers"] = 2
+    cfg["search"]["budget"] = {"expansions": 3}
+    cache = tmp_path / "home" / "agent-cache"
+    seen: dict[int, bool] = {}
+
+    def progress(info: dict[str, Any]) -> None:
+        if info["k"] == 0:
+            deadline = time.monotonic() + 20
+            while not (cache / "started-s2").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            seen[0] = (cache / "started-s2").exists()
+
+    out = run_from_config(cfg, on_progress=progress)
+    assert out.usage.expansions == 3
+    assert seen == {0: True}
 
 
 def test_parallel_search_workers_take_the_search_warm_check_instead_of_a_cold_run(

@@ -313,8 +313,9 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
     expansion ``k`` is chosen (``batch.select_one``) right after the result of ``k - 2n`` was
     recorded, with ``k - 2n + 1 .. k - 1`` pending, and goes to the first idle worker (after
     any earlier attempt of its node and strategy answered: ``batch.next_to_send``); results
-    are recorded strictly in the order of ``k``. Which worker finishes first changes when things
-    happen, never what. Choosing ahead keeps every worker busy when a short expansion finishes
+    are recorded strictly in the order of ``k``. A worker that answered takes the next
+    expansion already chosen before the controller records anything. Which worker finishes
+    first changes when things happen, never what. Choosing ahead keeps every worker busy when a short expansion finishes
     behind a long one. Expansions chosen before a kill (``ctl.pending``, from the ``dispatch``
     events) are chosen again first, as they were."""
     g = ctl.graph
@@ -371,6 +372,7 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
     while chosen and stop is None:
         out = pool.next_outcome()
         done[out.k] = out
+        send()  # the idle worker takes what was chosen before the results are recorded
         while stop is None and usage.expansions in done:
             k = usage.expansions
             ev = ctl.apply_outcome(pool, chosen.pop(k), done.pop(k))

@@ -139,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
         f"test runs per second, workers=2 / workers=1: {result['test_runs_ratio']:.2f}x "
         "(the searches differ: choosing ahead finds fewer no-ops and transpositions)"
     )
+    c1, c2 = result["workers_1"]["cpu_per_expansion"], result["workers_2"]["cpu_per_expansion"]
+    print(
+        f"CPU s per expansion, workers=2 / workers=1: {c2 / c1:.2f}x (with 2 idle cores the "
+        f"wall-clock ratio can reach at most {2 * c1 / c2:.2f}x)"
+    )
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

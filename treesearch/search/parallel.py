@@ -180,8 +180,9 @@ class WorkerPool:
         """The search's store: where the states workers made are recorded (``record``)."""
         self._workers: list[_Worker] = []
         self.warm_runs = 0
-        """Test runs the workers made warm (``Outcome.warm_runs``), and cold:"""
+        """Test runs the workers made warm (``Outcome.warm_runs``)."""
         self.cold_runs = 0
+        """Test runs the workers made cold (``Outcome.cold_runs``)."""
 
     @property
     def busy(self) -> int:
@@ -314,9 +315,10 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
     recorded, with ``k - 2n + 1 .. k - 1`` pending, and goes to the first idle worker (after
     any earlier attempt of its node and strategy answered: ``batch.next_to_send``); results
     are recorded strictly in the order of ``k``. A worker that answered takes the next
-    expansion already chosen before the controller records anything. Which worker finishes
-    first changes when things happen, never what. Choosing ahead keeps every worker busy when a short expansion finishes
-    behind a long one. Expansions chosen before a kill (``ctl.pending``, from the ``dispatch``
+    expansion already chosen before the controller records anything (without a wall-clock
+    budget). Which worker finishes
+    first changes when things happen, never what. Choosing ahead keeps every worker busy when
+    a short expansion finishes behind a long one. Expansions chosen before a kill (``ctl.pending``, from the ``dispatch``
     events) are chosen again first, as they were."""
     g = ctl.graph
     budget, usage = ctl.budget, ctl.usage
@@ -372,7 +374,10 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
     while chosen and stop is None:
         out = pool.next_outcome()
         done[out.k] = out
-        send()  # the idle worker takes what was chosen before the results are recorded
+        if budget.wall_seconds is None:
+            # The idle worker takes what was chosen before the results are recorded. (With a
+            # wall-clock budget, sending may find it spent: what is done is recorded first.)
+            send()
         while stop is None and usage.expansions in done:
             k = usage.expansions
             ev = ctl.apply_outcome(pool, chosen.pop(k), done.pop(k))

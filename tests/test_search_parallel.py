@@ -504,3 +504,47 @@ def test_parallel_search_says_what_the_workers_warm_runners_said(tmp_path: Path)
     from_workers = [n for n in said if n.startswith("worker ")]
     assert from_workers and all("shell features" in n for n in from_workers)
     assert len(said) == len(notes)
+
+
+# ------------------------------------------------------------------ a worker's warm server
+
+
+def my_warm_servers() -> list[int]:
+    """Live warm servers started by this process (its children running the server script)."""
+    found = []
+    for pid in Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"_treesearch_warm_server" in cmdline and state != b"Z":
+            found.append(int(pid))
+    return found
+
+
+def test_warm_up_starts_the_server_the_first_run_then_uses(tmp_path: Path) -> None:
+    """A worker starts its warm server (``runner.warm_up``) as soon as it is up, while the root
+    is tested: its first test run then finds the server started, instead of waiting for a
+    server to import pytest, and starts no second one."""
+    import sys
+
+    from treesearch.scoring import TestSpec, run_tests
+    from treesearch.scoring.runner import warm_up
+    from treesearch.scoring.warm import WarmRunner
+
+    proj = make_project(tmp_path)
+    spec = TestSpec(
+        command=f"{sys.executable} -m pytest -q",  # a command line, as the demo's
+        timeout=60,
+        env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
+    with WarmRunner("on") as runner:
+        assert my_warm_servers() == []
+        warm_up(spec, proj, runner)
+        started = my_warm_servers()
+        assert len(started) == 1 and runner.warm_runs == 0  # started, nothing run
+        run = run_tests(spec, proj, warm=runner)
+        assert run.totals.get("failed") and runner.warm_runs == 1 and not runner.notes
+        assert my_warm_servers() == started  # the run used it
+    assert my_warm_servers() == []

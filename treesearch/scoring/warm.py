@@ -137,6 +137,32 @@ class WarmRunner:
         if self.mode == "auto" and not self._disabled:
             self._checked = True
 
+    def prepare(
+        self,
+        command: str | Sequence[str],
+        cwd: str | os.PathLike[str],
+        *,
+        extra_env: Mapping[str, str],
+    ) -> None:
+        """Start the server a run of ``command`` in ``cwd`` with ``extra_env`` would use, so that
+        it imports pytest while other work goes on (a parallel search's worker, while the root
+        is tested). Nothing runs and nothing is said: the run decides, as ever, whether it goes
+        warm (a server that failed to start is found out, and said, then)."""
+        if self._disabled:
+            return
+        cwd = os.path.abspath(os.fspath(cwd))
+        env = {**os.environ, **extra_env}
+        launch = plan(command, env, cwd)
+        if isinstance(launch, str):
+            return
+        if launch.shell:
+            from_shell = shell_env(env, cwd, launch)
+            if from_shell is None:
+                return
+            env = from_shell
+        with contextlib.suppress(WarmServerError):
+            self._server(launch, env)
+
     def run(
         self,
         command: str | Sequence[str],

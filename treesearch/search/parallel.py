@@ -51,9 +51,10 @@ from treesearch.agents import (
     resolve_dotted,
     run_agent,
 )
-from treesearch.errors import SearchError
+from treesearch.errors import ScoringError, SearchError
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.results import ScoreResult
+from treesearch.scoring.runner import warm_up
 from treesearch.search.batch import dispatch_event, next_to_send, select_one, share_test_runs
 from treesearch.search.policies import Choice
 from treesearch.session import TransactionalSession
@@ -423,6 +424,9 @@ def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> Non
             cache = ScoreCache(spec.score_cache) if spec.score_cache else None
             scorer = Scorer.from_config(spec.scoring, spec.source, cache=cache)
             scorer.warm.on_note = notes.append
+            if scorer.search_spec is not None:
+                with contextlib.suppress(ScoringError):  # then the first run says it
+                    warm_up(scorer.search_spec, store.workspace, scorer.warm)  # imports pytest
         except Exception as exc:  # noqa: BLE001 - said for every task instead
             broken = f"the worker could not start: {type(exc).__name__}: {exc}"
         try:

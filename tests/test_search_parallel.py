@@ -98,7 +98,25 @@ class MarkedAgent:
         return self.inner.run(ctx)
 
 
+class ExitNoteAgent:
+    """Leaves ``ran-<pid>`` in the agents' cache folder and registers an exit handler of its
+    process that leaves ``exited-<pid>``, then plays scripted ``steps``."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.inner = ScriptedAgent(config["steps"])
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        import atexit
+
+        assert ctx.cache_dir is not None
+        ctx.cache_dir.mkdir(parents=True, exist_ok=True)
+        (ctx.cache_dir / f"ran-{os.getpid()}").touch()
+        atexit.register((ctx.cache_dir / f"exited-{os.getpid()}").touch)
+        return self.inner.run(ctx)
+
+
 register_agent("test-hungry", "test_search_parallel:HungryAgent", replace=True)
+register_agent("test-exit-note", "test_search_parallel:ExitNoteAgent", replace=True)
 register_agent("test-marked", "test_search_parallel:MarkedAgent", replace=True)
 register_agent("test-tally", "test_search_parallel:TallyAgent", replace=True)
 register_agent("test-dying", "test_search_parallel:DyingAgent", replace=True)
@@ -548,3 +566,21 @@ def test_warm_up_starts_the_server_the_first_run_then_uses(tmp_path: Path) -> No
         assert run.totals.get("failed") and runner.warm_runs == 1 and not runner.notes
         assert my_warm_servers() == started  # the run used it
     assert my_warm_servers() == []
+
+
+def test_a_worker_ends_quickly_and_still_runs_its_exit_handlers(tmp_path: Path) -> None:
+    """A worker skips the interpreter's slow teardown at its end (``parallel.quick_exit``), but
+    not what a program registered to run at exit (an agent's ``atexit`` handler)."""
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
+    steps = [{"replace": "calc.py", "old": "return a - b", "new": "return a + b", "check": False}]
+    cfg["strategies"] = {f"s{i}": {"kind": "test-exit-note", "steps": steps} for i in range(4)}
+    cfg["search"]["workers"] = 2
+    cfg["search"]["budget"] = {"expansions": 4}
+    out = run(cfg, tmp_path)
+    assert out.usage.expansions == 4
+    cache = tmp_path / "home" / "agent-cache"
+    ran = {p.name.split("-")[1] for p in cache.glob("ran-*")}
+    exited = {p.name.split("-")[1] for p in cache.glob("exited-*")}
+    assert ran and ran == exited
+    assert str(os.getpid()) not in ran  # the agents ran in the workers

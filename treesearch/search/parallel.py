@@ -22,6 +22,7 @@ resume starts new workers in new folders (worker folders are never trusted).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import json
@@ -62,7 +63,7 @@ from treesearch.store.shadow import ShadowStore
 from treesearch.store.workers import WorkerView, adopt, open_worker_store
 from treesearch.types import Snapshot, TreeHash
 
-__all__ = ["WINDOW", "Outcome", "Task", "WorkerPool", "WorkerSpec", "run_window"]
+__all__ = ["WINDOW", "Outcome", "Task", "WorkerPool", "WorkerSpec", "quick_exit", "run_window"]
 
 WINDOW = 2
 """Expansions chosen ahead per worker (``run_window``): 2 keeps both of two workers busy when
@@ -288,8 +289,8 @@ class _Worker:
         mine, theirs = socket.socketpair()
         code = (
             "import json, sys; sys.path[:0] = json.loads(sys.argv[3]); "
-            "from treesearch.search.parallel import worker_entry; "
-            "worker_entry(int(sys.argv[1]), int(sys.argv[2]))"
+            "from treesearch.search.parallel import worker_entry, quick_exit; "
+            "worker_entry(int(sys.argv[1]), int(sys.argv[2])); quick_exit()"
         )
         argv = [sys.executable, "-c", code, str(theirs.fileno()), str(os.getpid())]
         try:
@@ -405,6 +406,18 @@ def worker_entry(fd: int, parent: int) -> None:
     except EOFError:
         return
     _serve(conn, spec)
+
+
+def quick_exit() -> None:
+    """End a worker that finished cleanly (its folder removed, its scorer and store closed): run
+    the exit handlers (``atexit``, ``weakref.finalize``), flush, and exit without tearing the
+    interpreter down module by module, which takes a worker that imported treesearch, pydantic
+    and networkx more than half a second (the search waits for it at its end)."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
 
 
 def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import random
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -99,8 +100,9 @@ class MarkedAgent:
 
 
 class ExitNoteAgent:
-    """Leaves ``ran-<pid>`` in the agents' cache folder and registers an exit handler of its
-    process that leaves ``exited-<pid>``, then plays scripted ``steps``."""
+    """Leaves ``ran-<pid>`` in the agents' cache folder, registers an exit handler of its
+    process that leaves ``exited-<pid>`` and starts a thread that leaves ``thread-<pid>`` once
+    the worker's folder is gone, then plays scripted ``steps``."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.inner = ScriptedAgent(config["steps"])
@@ -112,6 +114,14 @@ class ExitNoteAgent:
         ctx.cache_dir.mkdir(parents=True, exist_ok=True)
         (ctx.cache_dir / f"ran-{os.getpid()}").touch()
         atexit.register((ctx.cache_dir / f"exited-{os.getpid()}").touch)
+        folder, note = ctx.session.workspace, ctx.cache_dir / f"thread-{os.getpid()}"
+
+        def linger() -> None:  # outlives the worker's folder; not a daemon
+            while folder.exists():
+                time.sleep(0.01)
+            note.touch()
+
+        threading.Thread(target=linger).start()
         return self.inner.run(ctx)
 
 
@@ -570,7 +580,8 @@ def test_warm_up_starts_the_server_the_first_run_then_uses(tmp_path: Path) -> No
 
 def test_a_worker_ends_quickly_and_still_runs_its_exit_handlers(tmp_path: Path) -> None:
     """A worker skips the interpreter's slow teardown at its end (``parallel.quick_exit``), but
-    not what a program registered to run at exit (an agent's ``atexit`` handler)."""
+    not what a program registered to run at exit (an agent's ``atexit`` handler) nor the end of
+    a thread an agent left running."""
     proj = make_project(tmp_path)
     cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
     steps = [{"replace": "calc.py", "old": "return a - b", "new": "return a + b", "check": False}]
@@ -582,5 +593,6 @@ def test_a_worker_ends_quickly_and_still_runs_its_exit_handlers(tmp_path: Path) 
     cache = tmp_path / "home" / "agent-cache"
     ran = {p.name.split("-")[1] for p in cache.glob("ran-*")}
     exited = {p.name.split("-")[1] for p in cache.glob("exited-*")}
-    assert ran and ran == exited
+    threads = {p.name.split("-")[1] for p in cache.glob("thread-*")}
+    assert ran and ran == exited == threads
     assert str(os.getpid()) not in ran  # the agents ran in the workers

@@ -35,6 +35,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -412,7 +413,11 @@ def quick_exit() -> None:
     """End a worker that finished cleanly (its folder removed, its scorer and store closed): run
     the exit handlers (``atexit``, ``weakref.finalize``), flush, and exit without tearing the
     interpreter down module by module, which takes a worker that imported treesearch, pydantic
-    and networkx more than half a second (the search waits for it at its end)."""
+    and networkx more than half a second (the search waits for it at its end). Threads an agent
+    left running (not daemons) are waited for first, as the interpreter's own end does."""
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

@@ -6,6 +6,7 @@ import json
 import os
 import random
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,9 @@ from treesearch.config import DEFAULT_EXCLUDES, apply_overrides, validate
 from treesearch.errors import ConfigError, SearchError, StoreError
 from treesearch.runs import read_events
 from treesearch.search import graph as G
-from treesearch.search.batch import dispatched, select_batch, share_test_runs
+from treesearch.search.batch import dispatched, next_to_send, select_batch, share_test_runs
 from treesearch.search.graph import to_json
-from treesearch.search.policies import make_policy
+from treesearch.search.policies import Choice, make_policy
 from treesearch.store import ShadowStore
 from treesearch.store.workers import adopt, open_worker_store, worker_view
 
@@ -61,7 +62,73 @@ class DyingAgent:
         raise AssertionError("unreachable")
 
 
+class TallyAgent:
+    """Keeps a tally per node in the agents' cache folder, as the mutation agent keeps its log
+    of the programs a node produced: attempt ``a`` writes ``tally.txt`` with the number of
+    earlier attempts it found on record, then records itself. Slow enough that two attempts
+    sent at once would overlap."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        pass
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        assert ctx.cache_dir is not None
+        log = ctx.cache_dir / "tally" / f"{ctx.node}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        seen = len(log.read_text().splitlines()) if log.exists() else 0
+        time.sleep(0.5)
+        with log.open("a") as f:
+            f.write(f"{ctx.attempt}\n")
+        return ScriptedAgent([{"write": "tally.txt", "content": f"{seen}\n"}]).run(ctx)
+
+
+class MarkedAgent:
+    """Leaves ``started-<strategy>`` in the agents' cache folder, sleeps ``sleep`` seconds, then
+    plays scripted ``steps``."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.sleep = float(config.get("sleep", 0))
+        self.name = str(config["name"])
+        self.inner = ScriptedAgent(config["steps"])
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        assert ctx.cache_dir is not None
+        ctx.cache_dir.mkdir(parents=True, exist_ok=True)
+        (ctx.cache_dir / f"started-{self.name}").touch()
+        time.sleep(self.sleep)
+        return self.inner.run(ctx)
+
+
+class ExitNoteAgent:
+    """Leaves ``ran-<pid>`` in the agents' cache folder, registers an exit handler of its
+    process that leaves ``exited-<pid>`` and starts a thread that leaves ``thread-<pid>`` once
+    the worker's folder is gone, then plays scripted ``steps``."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.inner = ScriptedAgent(config["steps"])
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        import atexit
+
+        assert ctx.cache_dir is not None
+        ctx.cache_dir.mkdir(parents=True, exist_ok=True)
+        (ctx.cache_dir / f"ran-{os.getpid()}").touch()
+        atexit.register((ctx.cache_dir / f"exited-{os.getpid()}").touch)
+        folder, note = ctx.session.workspace, ctx.cache_dir / f"thread-{os.getpid()}"
+
+        def linger() -> None:  # outlives the worker's folder; not a daemon
+            while folder.exists():
+                time.sleep(0.01)
+            note.touch()
+
+        threading.Thread(target=linger).start()
+        return self.inner.run(ctx)
+
+
 register_agent("test-hungry", "test_search_parallel:HungryAgent", replace=True)
+register_agent("test-exit-note", "test_search_parallel:ExitNoteAgent", replace=True)
+register_agent("test-marked", "test_search_parallel:MarkedAgent", replace=True)
+register_agent("test-tally", "test_search_parallel:TallyAgent", replace=True)
 register_agent("test-dying", "test_search_parallel:DyingAgent", replace=True)
 
 
@@ -120,6 +187,22 @@ def test_share_test_runs_never_promises_more_than_is_left() -> None:
         shares.append(share_test_runs(left, free))
         left -= shares[-1] or 0
     assert shares == [1, 2, 2] and sum(shares) == 5
+
+
+def test_next_to_send_holds_a_later_attempt_of_a_node_and_strategy_until_the_earlier_answered() -> (
+    None
+):
+    a0, a1 = Choice("r", "mut", 0, ("r",)), Choice("r", "mut", 1, ("r",))
+    other = Choice("r", "fix", 0, ("r",))
+    # 0 is in flight: 1 (its next attempt) waits, 2 (another strategy) goes first.
+    assert next_to_send([1, 2], {0: a0, 1: a1, 2: other}) == 2
+    assert next_to_send([1], {0: a0, 1: a1}) is None
+    # 0 answered (recorded or waiting to be): 1 goes.
+    assert next_to_send([1, 2], {1: a1, 2: other}) == 1
+    # Queued in order, the earlier attempt goes first, the later one after it.
+    assert next_to_send([3, 4], {3: a0, 4: a1}) == 3
+    # The same attempt number on another node does not wait.
+    assert next_to_send([1], {0: a0, 1: Choice("n", "mut", 1, ("r", "n"))}) == 1
 
 
 def test_dispatched_is_what_was_chosen_and_not_recorded() -> None:
@@ -263,6 +346,80 @@ def test_parallel_search_is_deterministic_and_ends_at_the_best_node(tmp_path: Pa
     assert all((rd / "tests" / f"{n[:12]}.log").exists() for n in scored)
 
 
+def test_parallel_search_runs_the_attempts_of_a_node_one_after_another_as_sequentially(
+    tmp_path: Path,
+) -> None:
+    """Regression: two attempts of one sampled strategy on one node ran at once in two workers,
+    so an agent that keeps state per node (the mutation agent's log of the programs a node
+    produced, its fault localisation) saw or missed the other's by timing: the graph depended
+    on which worker was faster, and both paid the localisation."""
+    graphs = []
+    for workers in (1, 2):
+        base = tmp_path / f"w{workers}"
+        proj = make_project(base)
+        cfg = config(base, proj, policy="bfs", stop_on_perfect=False)
+        cfg["strategies"] = {"tally": {"kind": "test-tally", "samples": 3}}
+        cfg["search"]["workers"] = workers
+        cfg["search"]["budget"] = {"expansions": 3}
+        out = run(cfg, base)
+        children = list(out.graph.successors(G.root_of(out.graph)))
+        assert len(children) == 3  # tallies 0, 1, 2: three states, no transposition
+        graphs.append(to_json(out.graph, stable=True))
+    assert graphs[0] == graphs[1]
+
+
+def test_parallel_search_gives_an_idle_worker_its_next_task_before_recording_results(
+    tmp_path: Path,
+) -> None:
+    """A worker that answered gets the next expansion already chosen at once, not after the
+    controller recorded the results it can (transcripts, test logs, events, diffs): recording
+    expansion 0 (here: its progress report) overlaps expansion 2, chosen with it."""
+    from treesearch.app import run_from_config
+
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
+    steps = [{"replace": "calc.py", "old": "return a - b", "new": "return a + b", "check": False}]
+
+    def marked(name: str, sleep: float) -> dict[str, Any]:
+        return {"kind": "test-marked", "name": name, "sleep": sleep, "steps": steps}
+
+    # 0 answers at once, 1 takes long; 2 is chosen with them (the window) and waits to be sent.
+    cfg["strategies"] = {"s0": marked("s0", 0), "s1": marked("s1", 3), "s2": marked("s2", 0)}
+    cfg["search"]["workers"] = 2
+    cfg["search"]["budget"] = {"expansions": 3}
+    cache = tmp_path / "home" / "agent-cache"
+    seen: dict[int, bool] = {}
+
+    def progress(info: dict[str, Any]) -> None:
+        if info["k"] == 0:
+            deadline = time.monotonic() + 20
+            while not (cache / "started-s2").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            seen[0] = (cache / "started-s2").exists()
+
+    out = run_from_config(cfg, on_progress=progress)
+    assert out.usage.expansions == 3
+    assert seen == {0: True}
+
+
+def test_parallel_search_workers_take_the_search_warm_check_instead_of_a_cold_run(
+    tmp_path: Path,
+) -> None:
+    """The search's first test run (the root) is made cold and warm and compared (``scoring.warm:
+    auto``); a worker takes that check instead of making its own first run twice. The search's
+    summary counts every worker's runs."""
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
+    cfg["scoring"]["warm"] = "auto"
+    cfg["search"]["workers"] = 2
+    cfg["search"]["budget"] = {"expansions": 5}
+    out = run(cfg, tmp_path)
+    warm = json.loads((out.run_dir / "summary.json").read_text())["warm"]
+    assert warm["notes"] == []
+    assert warm["cold_runs"] == 1  # the root's check, and no worker's
+    assert warm["warm_runs"] == out.usage.test_runs  # the root's check and each worker run
+
+
 def test_parallel_search_never_spends_more_test_runs_than_the_budget(tmp_path: Path) -> None:
     proj = make_project(tmp_path)
     cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
@@ -375,3 +532,67 @@ def test_parallel_search_says_what_the_workers_warm_runners_said(tmp_path: Path)
     from_workers = [n for n in said if n.startswith("worker ")]
     assert from_workers and all("shell features" in n for n in from_workers)
     assert len(said) == len(notes)
+
+
+# ------------------------------------------------------------------ a worker's warm server
+
+
+def my_warm_servers() -> list[int]:
+    """Live warm servers started by this process (its children running the server script)."""
+    found = []
+    for pid in Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"_treesearch_warm_server" in cmdline and state != b"Z":
+            found.append(int(pid))
+    return found
+
+
+def test_warm_up_starts_the_server_the_first_run_then_uses(tmp_path: Path) -> None:
+    """A worker starts its warm server (``runner.warm_up``) as soon as it is up, while the root
+    is tested: its first test run then finds the server started, instead of waiting for a
+    server to import pytest, and starts no second one."""
+    import sys
+
+    from treesearch.scoring import TestSpec, run_tests
+    from treesearch.scoring.runner import warm_up
+    from treesearch.scoring.warm import WarmRunner
+
+    proj = make_project(tmp_path)
+    spec = TestSpec(
+        command=f"{sys.executable} -m pytest -q",  # a command line, as the demo's
+        timeout=60,
+        env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
+    with WarmRunner("on") as runner:
+        assert my_warm_servers() == []
+        warm_up(spec, proj, runner)
+        started = my_warm_servers()
+        assert len(started) == 1 and runner.warm_runs == 0  # started, nothing run
+        run = run_tests(spec, proj, warm=runner)
+        assert run.totals.get("failed") and runner.warm_runs == 1 and not runner.notes
+        assert my_warm_servers() == started  # the run used it
+    assert my_warm_servers() == []
+
+
+def test_a_worker_ends_quickly_and_still_runs_its_exit_handlers(tmp_path: Path) -> None:
+    """A worker skips the interpreter's slow teardown at its end (``parallel.quick_exit``), but
+    not what a program registered to run at exit (an agent's ``atexit`` handler) nor the end of
+    a thread an agent left running."""
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
+    steps = [{"replace": "calc.py", "old": "return a - b", "new": "return a + b", "check": False}]
+    cfg["strategies"] = {f"s{i}": {"kind": "test-exit-note", "steps": steps} for i in range(4)}
+    cfg["search"]["workers"] = 2
+    cfg["search"]["budget"] = {"expansions": 4}
+    out = run(cfg, tmp_path)
+    assert out.usage.expansions == 4
+    cache = tmp_path / "home" / "agent-cache"
+    ran = {p.name.split("-")[1] for p in cache.glob("ran-*")}
+    exited = {p.name.split("-")[1] for p in cache.glob("exited-*")}
+    threads = {p.name.split("-")[1] for p in cache.glob("thread-*")}
+    assert ran and ran == exited == threads
+    assert str(os.getpid()) not in ran  # the agents ran in the workers

@@ -345,6 +345,8 @@ def _search_scored(
     finally:
         if pool is not None:
             pool.close()
+            scorer.warm.warm_runs += pool.warm_runs  # summary.json counts the workers' runs
+            scorer.warm.cold_runs += pool.cold_runs
         run.close()
     if events and stop is None and on_note is not None and result.usage.expansions == done:
         on_note(

@@ -136,6 +136,18 @@ def run_tests(
     return _make_run(spec, proc, report, cwd, shown, probe)
 
 
+def warm_up(spec: TestSpec, workspace: str | os.PathLike[str], warm: WarmRunner) -> None:
+    """Start the warm server that ``run_tests(spec, workspace, warm=warm)`` will use
+    (``WarmRunner.prepare``), so that it imports pytest while other work goes on; nothing runs.
+
+    Raises:
+        ScoringError: the workspace or the spec's ``cwd`` is not a folder inside it.
+    """
+    if spec.is_pytest:
+        cwd = _working_dir(workspace, spec.cwd)
+        warm.prepare(spec.command, cwd, extra_env={**_QUIET_ENV, **spec.env})
+
+
 def _working_dir(workspace: str | os.PathLike[str], rel: str) -> Path:
     ws = Path(os.path.abspath(os.fspath(workspace)))
     if not ws.is_dir():

@@ -137,6 +137,44 @@ class WarmRunner:
         if self.on_note is not None:
             self.on_note(text)
 
+    @property
+    def checked(self) -> bool:
+        """``auto`` mode: the first run was made both ways, they agreed, and warm runs go on."""
+        return self.mode == "auto" and self._checked and not self._disabled and self.warm_runs > 0
+
+    def take_check(self) -> None:
+        """Skip the first run's check: another runner of the same search, with the same command
+        and environment, made it and it agreed (``checked``; a parallel search's workers take
+        the search's). A later failure of the server still falls back to cold runs."""
+        if self.mode == "auto" and not self._disabled:
+            self._checked = True
+
+    def prepare(
+        self,
+        command: str | Sequence[str],
+        cwd: str | os.PathLike[str],
+        *,
+        extra_env: Mapping[str, str],
+    ) -> None:
+        """Start the server a run of ``command`` in ``cwd`` with ``extra_env`` would use, so that
+        it imports pytest while other work goes on (a parallel search's worker, while the root
+        is tested). Nothing runs and nothing is said: the run decides, as ever, whether it goes
+        warm (a server that failed to start is found out, and said, then)."""
+        if self._disabled:
+            return
+        cwd = os.path.abspath(os.fspath(cwd))
+        env = {**os.environ, **extra_env}
+        launch = plan(command, env, cwd)
+        if isinstance(launch, str):
+            return
+        if launch.shell:
+            from_shell = shell_env(env, cwd, launch)
+            if from_shell is None:
+                return
+            env = from_shell
+        with contextlib.suppress(WarmServerError):
+            self._server(launch, env)
+
     def run(
         self,
         command: str | Sequence[str],

@@ -27,6 +27,7 @@ from treesearch.search.policies import Choice, Policy
 __all__ = [
     "dispatch_event",
     "dispatched",
+    "next_to_send",
     "pending_view",
     "select_batch",
     "select_one",
@@ -94,6 +95,27 @@ def share_test_runs(left: int | None, free_slots: int) -> int | None:
     if left < 1:
         return 0
     return max(1, left // max(free_slots, 1))
+
+
+def next_to_send(queued: Sequence[int], unfinished: Mapping[int, Choice]) -> int | None:
+    """The first of ``queued`` (expansions chosen and not sent yet, in the order chosen) that may
+    go to an idle worker now; ``None``: none may.
+
+    ``unfinished`` holds every expansion chosen whose worker has not answered yet (queued or in
+    flight). An expansion waits while an earlier one of the same node and strategy (another
+    attempt of a sampled strategy) is unfinished: an agent may keep state per node in its cache
+    folder (the mutation agent's log of the programs a node already produced, its fault
+    localisation), and two attempts run at once would each see or miss the other's by timing.
+    One after the other, attempt ``a + 1`` sees what attempt ``a`` left, whichever worker runs
+    it, and pays no second localisation. Others are sent meanwhile, so a worker waits only when
+    every expansion left to send is such a later attempt."""
+    for k in queued:
+        c = unfinished[k]
+        if not any(
+            j < k and u.node == c.node and u.strategy == c.strategy for j, u in unfinished.items()
+        ):
+            return k
+    return None
 
 
 def dispatch_event(k: int, choice: Choice, test_runs: int | None) -> dict[str, Any]:

@@ -407,6 +407,7 @@ class Controller:
             known=frozenset(self._g().nodes),
             parent_score=self._parent_result(choice.node),
             repair=getattr(self.scorer, "repair", None),
+            warm_checked=bool(getattr(getattr(self.scorer, "warm", None), "checked", False)),
         )
 
     def timed(self, task: Task) -> Task:

@@ -22,6 +22,7 @@ resume starts new workers in new folders (worker folders are never trusted).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import json
@@ -34,6 +35,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -51,17 +53,18 @@ from treesearch.agents import (
     resolve_dotted,
     run_agent,
 )
-from treesearch.errors import SearchError
+from treesearch.errors import ScoringError, SearchError
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.results import ScoreResult
-from treesearch.search.batch import dispatch_event, select_one, share_test_runs
+from treesearch.scoring.runner import warm_up
+from treesearch.search.batch import dispatch_event, next_to_send, select_one, share_test_runs
 from treesearch.search.policies import Choice
 from treesearch.session import TransactionalSession
 from treesearch.store.shadow import ShadowStore
 from treesearch.store.workers import WorkerView, adopt, open_worker_store
 from treesearch.types import Snapshot, TreeHash
 
-__all__ = ["WINDOW", "Outcome", "Task", "WorkerPool", "WorkerSpec", "run_window"]
+__all__ = ["WINDOW", "Outcome", "Task", "WorkerPool", "WorkerSpec", "quick_exit", "run_window"]
 
 WINDOW = 2
 """Expansions chosen ahead per worker (``run_window``): 2 keeps both of two workers busy when
@@ -117,6 +120,10 @@ class Task:
     parent_score: ScoreResult | None = None
     repair: bool | None = None
     """Whether the search is a repair search (``Scorer.repair``: failing-first screens)."""
+    warm_checked: bool = False
+    """The search's warm test runner checked its first run against a cold one and they agreed
+    (``WarmRunner.checked``): the worker's runner takes that check instead of making its own,
+    one cold run fewer per worker."""
 
 
 @dataclass
@@ -138,6 +145,10 @@ class Outcome:
     timing: dict[str, float] = field(default_factory=dict)
     """Seconds of ``restore``, ``agent``, ``capture`` and ``score`` in the worker."""
     seconds: float = 0.0
+    warm_runs: int = 0
+    cold_runs: int = 0
+    """Test runs the worker's warm runner made warm and cold for this task (``WorkerPool``
+    adds them up: the search's ``summary.json`` counts every worker's runs)."""
     notes: tuple[str, ...] = ()
     """What the worker's warm test runner said (a fallback to cold runs), to be said again by
     the search: a worker's note is never silent."""
@@ -171,6 +182,10 @@ class WorkerPool:
         self.store = store
         """The search's store: where the states workers made are recorded (``record``)."""
         self._workers: list[_Worker] = []
+        self.warm_runs = 0
+        """Test runs the workers made warm (``Outcome.warm_runs``)."""
+        self.cold_runs = 0
+        """Test runs the workers made cold (``Outcome.cold_runs``)."""
 
     @property
     def busy(self) -> int:
@@ -217,6 +232,8 @@ class WorkerPool:
                     "(`treesearch resume`); or set search.workers: 1"
                 ) from None
             w.task = None
+            self.warm_runs += out.warm_runs
+            self.cold_runs += out.cold_runs
             if out.notes and self.on_note is not None:
                 for text in out.notes:
                     self.on_note(f"worker {self._workers.index(w)}: {text}")
@@ -273,8 +290,8 @@ class _Worker:
         mine, theirs = socket.socketpair()
         code = (
             "import json, sys; sys.path[:0] = json.loads(sys.argv[3]); "
-            "from treesearch.search.parallel import worker_entry; "
-            "worker_entry(int(sys.argv[1]), int(sys.argv[2]))"
+            "from treesearch.search.parallel import worker_entry, quick_exit; "
+            "worker_entry(int(sys.argv[1]), int(sys.argv[2])); quick_exit()"
         )
         argv = [sys.executable, "-c", code, str(theirs.fileno()), str(os.getpid())]
         try:
@@ -298,10 +315,13 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
 
     ``ctl`` is the ``Controller``. Up to ``2 * pool.n`` expansions are chosen ahead (``WINDOW``):
     expansion ``k`` is chosen (``batch.select_one``) right after the result of ``k - 2n`` was
-    recorded, with ``k - 2n + 1 .. k - 1`` pending, and goes to the first idle worker; results
-    are recorded strictly in the order of ``k``. Which worker finishes first changes when things
-    happen, never what. Choosing ahead keeps every worker busy when a short expansion finishes
-    behind a long one. Expansions chosen before a kill (``ctl.pending``, from the ``dispatch``
+    recorded, with ``k - 2n + 1 .. k - 1`` pending, and goes to the first idle worker (after
+    any earlier attempt of its node and strategy answered: ``batch.next_to_send``); results
+    are recorded strictly in the order of ``k``. A worker that answered takes the next
+    expansion already chosen before the controller records anything (without a wall-clock
+    budget). Which worker finishes
+    first changes when things happen, never what. Choosing ahead keeps every worker busy when
+    a short expansion finishes behind a long one. Expansions chosen before a kill (``ctl.pending``, from the ``dispatch``
     events) are chosen again first, as they were."""
     g = ctl.graph
     budget, usage = ctl.budget, ctl.usage
@@ -345,13 +365,22 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
 
     def send() -> None:
         while queued and pool.busy < pool.n:
-            pool.submit(ctl.timed(chosen[queued.pop(0)]))
+            unfinished = {k: t.choice for k, t in chosen.items() if k not in done}
+            k = next_to_send(queued, unfinished)
+            if k is None:
+                return  # each one left waits for an earlier attempt of its node and strategy
+            queued.remove(k)
+            pool.submit(ctl.timed(chosen[k]))
 
     stop = choose()
     send()
     while chosen and stop is None:
         out = pool.next_outcome()
         done[out.k] = out
+        if budget.wall_seconds is None:
+            # The idle worker takes what was chosen before the results are recorded. (With a
+            # wall-clock budget, sending may find it spent: what is done is recorded first.)
+            send()
         while stop is None and usage.expansions in done:
             k = usage.expansions
             ev = ctl.apply_outcome(pool, chosen.pop(k), done.pop(k))
@@ -380,6 +409,22 @@ def worker_entry(fd: int, parent: int) -> None:
     _serve(conn, spec)
 
 
+def quick_exit() -> None:
+    """End a worker that finished cleanly (its folder removed, its scorer and store closed): run
+    the exit handlers (``atexit``, ``weakref.finalize``), flush, and exit without tearing the
+    interpreter down module by module, which takes a worker that imported treesearch, pydantic
+    and networkx more than half a second (the search waits for it at its end). Threads an agent
+    left running (not daemons) are waited for first, as the interpreter's own end does."""
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
+
+
 def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> None:
     """Open the worker's folder and store, then answer tasks until told to stop."""
     broken: str | None = None
@@ -397,6 +442,9 @@ def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> Non
             cache = ScoreCache(spec.score_cache) if spec.score_cache else None
             scorer = Scorer.from_config(spec.scoring, spec.source, cache=cache)
             scorer.warm.on_note = notes.append
+            if scorer.search_spec is not None:
+                with contextlib.suppress(ScoringError):  # then the first run says it
+                    warm_up(scorer.search_spec, store.workspace, scorer.warm)  # imports pytest
         except Exception as exc:  # noqa: BLE001 - said for every task instead
             broken = f"the worker could not start: {type(exc).__name__}: {exc}"
         try:
@@ -410,11 +458,16 @@ def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> Non
                 if broken is not None or store is None or scorer is None:
                     conn.send(Outcome(task.k, error=broken))
                     continue
+                if task.warm_checked:
+                    scorer.warm.take_check()
+                warm0, cold0 = scorer.warm.warm_runs, scorer.warm.cold_runs
                 try:
                     out = expand(task, store, scorer, spec)
                 except Exception as exc:  # noqa: BLE001 - the controller says it and stops
                     tb = traceback.format_exc(limit=8)
                     out = Outcome(task.k, error=f"{type(exc).__name__}: {exc}\n{tb}")
+                out.warm_runs = scorer.warm.warm_runs - warm0
+                out.cold_runs = scorer.warm.cold_runs - cold0
                 if notes:
                     out = dataclasses.replace(out, notes=tuple(notes))
                     notes.clear()

@@ -168,7 +168,7 @@ class WarmRunner:
         if isinstance(launch, str):
             return
         if launch.shell:
-            from_shell = shell_env(env, cwd, launch)
+            from_shell = self._shell_env(env, cwd, launch)
             if from_shell is None:
                 return
             env = from_shell

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch.store._git import GitFailed, GitRunner, blob_oid, isolated_env
+from treesearch.store._recheck import recheck
 from treesearch.store._seed import seed_from_user_repo, user_git_dir
 from treesearch.store._stat import (
     compare_with_index,
@@ -391,10 +392,18 @@ class Scanner:
         rules_for: Callable[[str], IgnoreRules | None],
         verify: bool = False,
     ) -> WalkResult | None:
-        """The last walk brought up to date from the watcher's events; ``None``: walk it all."""
+        """The last walk brought up to date from the watcher's events (without a watcher: from
+        a check of every folder and file it holds, ``_recheck.py``); ``None``: walk it all."""
         watch = self.watch
-        if walker is None or watch is None:
+        if walker is None:
             return None
+        if watch is None:
+            walker.rules_for = rules_for
+            dirty, fresh = recheck(walker)
+            try:
+                return walker.update(dirty, fresh)
+            except NeedFullWalk:
+                return None
         changes = watch.read()
         if changes is None:
             return None

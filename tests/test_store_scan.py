@@ -121,3 +121,78 @@ def test_a_folder_replaced_by_a_symlink_is_not_followed_without_a_watcher(tmp_pa
     assert not (ws / "d").is_symlink() and (ws / "d" / "sub" / "x.txt").read_text() == "x\n"
     assert (outside / "sub" / "x.txt").exists()
     store.close()
+
+
+def _git_commands(store: ShadowStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The git subcommands the store runs from now on (real git runs them)."""
+    seen: list[str] = []
+    runner = store._scanner.git
+    real_run = runner.run
+
+    def run(args: list[str], **kw: object) -> bytes:
+        seen.append(next(a for a in args if not a.startswith("-")))
+        return real_run(args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner, "run", run)
+    return seen
+
+
+@pytest.mark.usefixtures("watch_mode")
+def test_new_files_cost_no_ignore_question_when_nothing_can_be_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ``.gitignore``, no ``info/exclude``, no pattern: git is not asked about new names."""
+    ws = tmp_path / "ws"
+    (ws / "d").mkdir(parents=True)
+    (ws / "d" / "a.txt").write_text("a\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    store.capture()
+    seen = _git_commands(store, monkeypatch)
+    (ws / "d" / "new.txt").write_text("new\n")
+    (ws / "e").mkdir()
+    (ws / "e" / "deep.txt").write_text("deep\n")
+    snap = store.capture()
+    assert set(snap.changed) == {"d/new.txt", "e/deep.txt"}
+    assert "ls-files" not in seen, seen
+    # Once an ignore file exists, new names are classified by git again.
+    (ws / ".gitignore").write_text("*.log\n")
+    (ws / "d" / "x.log").write_text("ignored\n")
+    (ws / "d" / "y.txt").write_text("kept\n")
+    snap = store.capture()
+    assert set(snap.changed) == {".gitignore", "d/y.txt"}
+    (ws / "e" / "z.log").write_text("ignored too\n")
+    (ws / "e" / "w.txt").write_text("kept\n")
+    seen.clear()
+    snap = store.capture()
+    assert snap.changed == ("e/w.txt",) and "ls-files" in seen
+    store.close()
+
+
+@pytest.mark.usefixtures("watch_mode")
+@pytest.mark.parametrize("where", ["user repo's info/exclude", "a .gitignore symlink"])
+def test_new_files_matching_only_a_rarer_ignore_input_are_not_captured(
+    tmp_path: Path, where: str
+) -> None:
+    ws = tmp_path / "ws"
+    (ws / "d").mkdir(parents=True)
+    (ws / "d" / "a.txt").write_text("a\n")
+    if where == "user repo's info/exclude":
+        (ws / ".git" / "info").mkdir(parents=True)
+        (ws / ".git" / "info" / "exclude").write_text("*.log\n")
+    else:
+        (tmp_path / "patterns").write_text("*.log\n")
+        (ws / ".gitignore").symlink_to(tmp_path / "patterns")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    store.capture()
+    (ws / "d" / "x.log").write_text("ignored?\n")
+    (ws / "d" / "y.txt").write_text("kept\n")
+    snap = store.capture()
+    files = {e.path for e in store.files(snap.commit)}
+    assert "d/y.txt" in files
+    # Whatever git decides about a symlinked .gitignore, the first walk and later ones agree.
+    fresh = ShadowStore.open(ws, home=tmp_path / "home2")
+    assert {e.path for e in fresh.files(fresh.capture().commit)} == files
+    if where == "user repo's info/exclude":
+        assert "d/x.log" not in files
+    fresh.close()
+    store.close()

@@ -526,9 +526,29 @@ class Scanner:
             return used  # every new name is a file that was classified before
         if len(new_paths) > 512:
             return {rel: self.ignore_rules(rel) for rel in used}
-        rules = self.ignore_rules("", new_paths, base=base)
+        if self._nothing_ignorable(w, base, sig[3]):
+            rules = IgnoreRules(checked_files=set(base.checked_files))  # git would list nothing
+        else:
+            rules = self.ignore_rules("", new_paths, base=base)
         rules.checked_files.update(new_files)
         return {"": rules}
+
+    def _nothing_ignorable(
+        self, w: WalkResult, base: IgnoreRules, info: tuple[tuple[str, int, int], ...]
+    ) -> bool:
+        """No ignore input exists (so git, asked, would list nothing): no pattern given, no
+        ``.gitignore`` entry in any folder walked, no ``info/exclude`` of the workspace's
+        repository (``info``: see ``_info_excludes``), of the one a worker mirrors or of the
+        store's own, and nothing ignored so far."""
+        if base.files or base.dirs or base.keep or self.excludes or w.ignore_files:
+            return False
+        if self.mirror is not None and self.mirror.exclude_from:
+            return False
+        if any(size >= 0 for path, _mtime, size in info if path.endswith("exclude")):
+            return False
+        if os.path.lexists(self.git.git_dir / "info" / "exclude"):
+            return False
+        return not any(".gitignore" in names for names in w.dir_names.values())
 
     def _tracked_by_user(self, root: Path) -> frozenset[str]:
         """Paths the user's own repository at ``root`` tracks (read-only: no lock, no refresh)."""

@@ -12,16 +12,18 @@ import pytest
 from test_store_watch import _canon, _Ops, _rules
 
 from treesearch.store import ShadowStore
-from treesearch.store._recheck import recheck
+from treesearch.store._recheck import Recheck
 from treesearch.store._walk import NeedFullWalk, Walker, walk
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(("seed", "settle"), [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0.06), (5, 0.06)])
 def test_a_walk_relisting_what_recheck_finds_matches_a_full_walk_after_random_edits(
-    tmp_path: Path, seed: int
+    tmp_path: Path, seed: int, settle: float
 ) -> None:
     """Every edit the watcher's test makes, including those no event reports (writes through a
-    hard link from outside, same-size edits with the mtime put back, folder mtimes set back)."""
+    hard link from outside, same-size edits with the mtime put back, folder mtimes set back).
+    ``settle``: seconds between the edits and the check, so that folders checked before are
+    past the timestamp tick and trusted by their stamp (their names are not read again)."""
     ws, outside = tmp_path / "ws", tmp_path / "outside"
     ws.mkdir()
     outside.mkdir()
@@ -35,8 +37,10 @@ def test_a_walk_relisting_what_recheck_finds_matches_a_full_walk_after_random_ed
     prev = walker.full()
     ops = _Ops(ws, outside, random.Random(seed))
     incremental = 0
+    recheck = Recheck()
     for _ in range(60):
         done = [ops.step() for _ in range(random.Random(seed * 1000 + ops.n).randint(1, 4))]
+        time.sleep(settle)
         dirty, fresh = recheck(walker)
         try:
             got = walker.update(dirty, fresh)
@@ -55,7 +59,9 @@ def test_a_walk_relisting_what_recheck_finds_matches_a_full_walk_after_random_ed
     assert incremental >= 50  # nearly every round was answered without a full walk
 
 
-def test_a_no_change_scan_without_a_watcher_lists_no_folder(tmp_path: Path) -> None:
+def test_a_no_change_scan_without_a_watcher_lists_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Regression (#13): without the watcher every scan walked and recorded the whole workspace
     again (1.9x an lstat walk on 14,100 files); now it only checks the last walk's stat data."""
     ws = tmp_path / "ws"
@@ -69,6 +75,19 @@ def test_a_no_change_scan_without_a_watcher_lists_no_folder(tmp_path: Path) -> N
     scanner = store._scanner
     assert scanner.watch is None and scanner.walker is not None and scanner.walker.listed == 31
     assert store.capture().commit == first.commit and scanner.walker.listed == 0
+    # Once past the timestamp tick, a folder's unchanged stamp stands for its names.
+    time.sleep(0.1)
+    store.capture()
+    listed: list[object] = []
+    real_listdir = os.listdir
+
+    def listdir(path: object) -> list[str]:
+        listed.append(path)
+        return real_listdir(path)  # type: ignore[call-overload,no-any-return]
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    assert store.capture().commit == first.commit and listed == []
+    monkeypatch.undo()
     (ws / "d07" / "f1.txt").write_text("changed\n")
     second = store.capture()
     assert second.changed == ("d07/f1.txt",) and scanner.walker.listed == 1

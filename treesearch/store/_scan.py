@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch.store._git import GitFailed, GitRunner, blob_oid, isolated_env
-from treesearch.store._recheck import recheck
+from treesearch.store._recheck import Recheck
 from treesearch.store._seed import seed_from_user_repo, user_git_dir
 from treesearch.store._stat import (
     compare_with_index,
@@ -120,6 +120,8 @@ class Scanner:
         self.watch: Inotify | None = None
         self.walker: Walker | None = None
         """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
+        self.recheck = Recheck()
+        """Without a watcher: what the next walk must list again (``_recheck.py``)."""
         self.unsynced: set[str] = set()
         """Paths a restore changed whose index entries still describe the files it replaced
         (see ``restored``): the next ``update-index`` a scan runs takes them too."""
@@ -427,7 +429,7 @@ class Scanner:
             return None
         if watch is None:
             walker.rules_for = rules_for
-            dirty, fresh = recheck(walker)
+            dirty, fresh = self.recheck(walker)
             try:
                 return walker.update(dirty, fresh)
             except NeedFullWalk:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import random
-import time
 from pathlib import Path
 
 import pytest
@@ -215,41 +214,4 @@ def test_new_files_matching_only_a_rarer_ignore_input_are_not_captured(
     if where == "user repo's info/exclude":
         assert "d/x.log" not in files
     fresh.close()
-    store.close()
-
-
-@pytest.mark.usefixtures("watch_mode")
-def test_a_restore_leaves_the_index_to_the_next_scan_that_writes_a_tree(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A restore runs no ``update-index`` of its own (#13: one git process less); the next scan
-    that tells git anything brings the restored paths along, and a process that opens the store
-    in the meantime finds the index's stale entries by their stat data."""
-    ws = tmp_path / "ws"
-    (ws / "d").mkdir(parents=True)
-    for name in ("a.txt", "b.txt", "d/c.txt", "d/e.txt"):
-        (ws / name).write_text(f"{name}\n")
-    time.sleep(0.1)  # not "racy" (``_stat.py``): the scans below ask git only about changes
-    store = ShadowStore.open(ws, home=tmp_path / "home")
-    first = store.capture()
-    (ws / "a.txt").write_text("changed\n")
-    (ws / "b.txt").unlink()
-    (ws / "d" / "new.txt").write_text("new\n")
-    time.sleep(0.1)
-    store.capture()
-    seen = _git_commands(store, monkeypatch)
-    store.restore(first.commit)
-    assert seen == ["diff-tree"]  # the plan (and blobs from `cat-file --batch`): no index
-    seen.clear()
-    assert store.capture().commit == first.commit and seen == []
-    # Another process sees the stale index and hashes those paths again.
-    other = ShadowStore.open(ws, home=tmp_path / "home")
-    assert other.capture().tree == first.tree
-    other.close()
-    (ws / "d" / "e.txt").write_text("edited after the restore\n")
-    snap = store.capture()
-    assert snap.changed == ("d/e.txt",)
-    reference = ShadowStore.open(ws, home=tmp_path / "reference")
-    assert snap.tree == reference.capture().tree
-    reference.close()
     store.close()

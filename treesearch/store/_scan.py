@@ -122,9 +122,6 @@ class Scanner:
         """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
         self.recheck = Recheck()
         """Without a watcher: what the next walk must list again (``_recheck.py``)."""
-        self.unsynced: set[str] = set()
-        """Paths a restore changed whose index entries still describe the files it replaced
-        (see ``restored``): the next ``update-index`` a scan runs takes them too."""
 
     # ------------------------------------------------------------------ state
 
@@ -132,7 +129,6 @@ class Scanner:
         """The in-memory view of the index is no longer known to be right."""
         self.stat_cache = None
         self.tree = None
-        self.unsynced = set()  # a scan without a stat cache compares with the index itself
 
     def forget(self) -> None:
         """Another process (or a crash) changed the store: drop every cache of it."""
@@ -166,27 +162,16 @@ class Scanner:
     ) -> None:
         """A restore wrote ``written`` ((path, blob id)), changed the ``touched`` paths (those
         written included), deleted ``deleted`` and removed or made ``folders``; ``update_index``
-        tells git. Keeps the stat cache right without a scan; if ``update_index`` fails the
-        cache is forgotten (the next scan asks git).
-
-        With a stat cache, git is told later (one process less per restore): the paths go to
-        the next ``update-index`` that a scan runs anyway (a scan that has nothing to tell git
-        returns the tree it knows, ``tree``). Until then their index entries are stale, which
-        is safe: each holds the stat data of a file the restore replaced or deleted (the new
-        file has a new inode and ctime), so a process that compares the workspace with the
-        index (``_compare_index``) hashes them again, as it would entries without stat data."""
+        tells git. Keeps the stat cache right without a
+        scan; if ``update_index`` fails the cache is forgotten (the next scan asks git)."""
         cache, self.stat_cache = self.stat_cache, None
         self.tree = None
-        if cache is None:
-            self.unsynced = set()
-            update_index()
+        update_index()
         if self.walker is not None:
             # The walker's folder records must agree with the stat cache updated below.
             self.walker.wrote([*touched, *deleted, *folders])
         if cache is None:
             return
-        self.unsynced.update(touched)
-        self.unsynced.update(deleted)
         cache = dict(cache)  # the last walk's answer, which the walker may give again: a copy
         for p in deleted:
             cache.pop(p, None)
@@ -226,7 +211,7 @@ class Scanner:
         walk_start = time.time_ns()
         w = self.walk(verify)
         c = self._compare(cache, w)
-        feed, stale = self._tell_git(c, w, tree is None)
+        feed, stale = self._tell_git(c, w)
         if feed or stale or tree is None:
             tree = TreeHash(self.run(["write-tree"]).decode().strip())
         if feed or stale:
@@ -269,24 +254,11 @@ class Scanner:
         feed = sorted(set(changed).union(recent))
         return _Compared(index_paths, feed, force, {}, len(changed))
 
-    def _tell_git(
-        self, c: _Compared, w: WalkResult, new_tree: bool = False
-    ) -> tuple[list[str], set[str]]:
+    def _tell_git(self, c: _Compared, w: WalkResult) -> tuple[list[str], set[str]]:
         """Feed the changed paths to ``update-index``; returns the paths fed and the stale ones
-        (in the index, no longer in the walk). ``new_tree``: a tree is written whatever changed
-        (so the paths a restore changed must be right in the index, see ``restored``)."""
+        (in the index, no longer in the walk)."""
         feed, force = c.feed, c.force
         stale = c.index_paths.difference(w.files)
-        unsynced, self.unsynced = self.unsynced, set()
-        if unsynced and (feed or stale or new_tree):
-            # Those still captured are forced (git hashes them whatever its own stat compare
-            # says); the others (deleted, or a folder now) leave the index.
-            present = {p for p in unsynced if p in w.files}
-            force = sorted(set(force).union(present))
-            feed = sorted(set(feed).union(present))
-            stale = stale.union(unsynced.difference(present))
-        else:
-            self.unsynced = unsynced  # nothing to tell git: they wait for the next scan
         if feed and stale and all(_deleted_in_place(self.workspace, p, w) for p in stale):
             feed = sorted(set(feed).union(stale))  # `--remove` drops them: one git less
         elif stale:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch.store._git import GitFailed, GitRunner, blob_oid, isolated_env
+from treesearch.store._recheck import Recheck
 from treesearch.store._scan_known import all_checked, index_entry_args
 from treesearch.store._seed import seed_from_user_repo, user_git_dir
 from treesearch.store._stat import (
@@ -126,6 +127,8 @@ class Scanner:
         self.watch: Inotify | None = None
         self.walker: Walker | None = None
         """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
+        self.recheck = Recheck()
+        """Without a watcher: what the next walk must list again (``_recheck.py``)."""
 
     # ------------------------------------------------------------------ state
 
@@ -450,10 +453,18 @@ class Scanner:
         rules_for: Callable[[str], IgnoreRules | None],
         verify: bool = False,
     ) -> WalkResult | None:
-        """The last walk brought up to date from the watcher's events; ``None``: walk it all."""
+        """The last walk brought up to date from the watcher's events (without a watcher: from
+        a check of every folder and file it holds, ``_recheck.py``); ``None``: walk it all."""
         watch = self.watch
-        if walker is None or watch is None:
+        if walker is None:
             return None
+        if watch is None:
+            walker.rules_for = rules_for
+            dirty, fresh = self.recheck(walker)
+            try:
+                return walker.update(dirty, fresh)
+            except NeedFullWalk:
+                return None
         changes = watch.read()
         if changes is None:
             return None
@@ -576,7 +587,10 @@ class Scanner:
             return used  # every new name is a file that was classified before
         if len(new_paths) > 512:
             return {rel: self.ignore_rules(rel) for rel in used}
-        rules = self.ignore_rules("", new_paths, base=base)
+        if self._nothing_ignorable(w, base, sig[3]):
+            rules = IgnoreRules(checked_files=set(base.checked_files))  # git would list nothing
+        else:
+            rules = self.ignore_rules("", new_paths, base=base)
         rules.checked_files.update(new_files)
         # git's answer about a new folder classified each file in it too.
         rules.checked_files.update(
@@ -587,6 +601,23 @@ class Scanner:
             if n != ".git" and f"{p}/{n}" not in w.dir_mtimes
         )
         return {"": rules}
+
+    def _nothing_ignorable(
+        self, w: WalkResult, base: IgnoreRules, info: tuple[tuple[str, int, int], ...]
+    ) -> bool:
+        """No ignore input exists (so git, asked, would list nothing): no pattern given, no
+        ``.gitignore`` entry in any folder walked, no ``info/exclude`` of the workspace's
+        repository (``info``: see ``_info_excludes``), of the one a worker mirrors or of the
+        store's own, and nothing ignored so far."""
+        if base.files or base.dirs or base.keep or self.excludes or w.ignore_files:
+            return False
+        if self.mirror is not None and self.mirror.exclude_from:
+            return False
+        if any(size >= 0 for path, _mtime, size in info if path.endswith("exclude")):
+            return False
+        if os.path.lexists(self.git.git_dir / "info" / "exclude"):
+            return False
+        return not any(".gitignore" in names for names in w.dir_names.values())
 
     def _tracked_by_user(self, root: Path) -> frozenset[str]:
         """Paths the user's own repository at ``root`` tracks (read-only: no lock, no refresh)."""

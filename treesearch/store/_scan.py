@@ -19,7 +19,7 @@ from typing import Any
 
 from treesearch.store._git import GitFailed, GitRunner, blob_oid, isolated_env
 from treesearch.store._recheck import Recheck
-from treesearch.store._scan_known import all_checked, index_entry_args
+from treesearch.store._scan_known import index_entry_args, new_entries
 from treesearch.store._seed import seed_from_user_repo, user_git_dir
 from treesearch.store._stat import (
     compare_with_index,
@@ -582,7 +582,7 @@ class Scanner:
         ):
             return {rel: self.ignore_rules(rel) for rel in used}
         base = used[""]
-        new_paths, new_files = _new_entries(w, sig[1], base, relisted)
+        new_paths, new_files = new_entries(w, sig[1], base, relisted)
         if not new_paths:
             return used  # every new name is a file that was classified before
         if len(new_paths) > 512:
@@ -645,36 +645,7 @@ class Scanner:
         return paths
 
 
-# ---------------------------------------------------------------------- seeding
-
-
-def _new_entries(
-    w: WalkResult,
-    old_names: Mapping[str, frozenset[str]],
-    base: IgnoreRules,
-    relisted: Collection[str] | None,
-) -> tuple[list[str], list[str]]:
-    """Names new in re-listed folders that need classifying, and those of them that are files."""
-    new_paths: list[str] = []
-    new_files: list[str] = []
-    for d in w.dir_names if relisted is None else sorted(relisted):
-        names = w.dir_names.get(d)
-        before = old_names.get(d)
-        if names is None:
-            continue
-        if before is None or names is before:
-            continue  # a new folder (its parent lists it as new), or one not re-listed
-        prefix = d + "/" if d else ""
-        for n in sorted(names - before):
-            p = prefix + n
-            if n == ".git" or (p in w.dir_mtimes and not all_checked(p, w, base)):
-                new_paths.append(p)  # a folder: what it holds may differ every time
-            elif p in w.dir_mtimes:
-                continue  # made again with files git classified before (a restore pruned it)
-            elif p not in base.checked_files:
-                new_paths.append(p)
-                new_files.append(p)
-    return new_paths, new_files
+# ---------------------------------------------------------------------- helpers
 
 
 def _zjoin(paths: Iterable[str]) -> bytes:

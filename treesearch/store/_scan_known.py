@@ -4,7 +4,7 @@ verdicts of files git classified before (a folder made again with them needs no 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from treesearch.store._walk import IgnoreRules, WalkResult
 
@@ -33,3 +33,32 @@ def all_checked(folder: str, w: WalkResult, base: IgnoreRules) -> bool:
         n != ".git" and prefix + n not in w.dir_mtimes and prefix + n in base.checked_files
         for n in names
     )
+
+
+def new_entries(
+    w: WalkResult,
+    old_names: Mapping[str, frozenset[str]],
+    base: IgnoreRules,
+    relisted: Collection[str] | None,
+) -> tuple[list[str], list[str]]:
+    """Names new in re-listed folders that need classifying, and those of them that are files."""
+    new_paths: list[str] = []
+    new_files: list[str] = []
+    for d in w.dir_names if relisted is None else sorted(relisted):
+        names = w.dir_names.get(d)
+        before = old_names.get(d)
+        if names is None:
+            continue
+        if before is None or names is before:
+            continue  # a new folder (its parent lists it as new), or one not re-listed
+        prefix = d + "/" if d else ""
+        for n in sorted(names - before):
+            p = prefix + n
+            if n == ".git" or (p in w.dir_mtimes and not all_checked(p, w, base)):
+                new_paths.append(p)  # a folder: what it holds may differ every time
+            elif p in w.dir_mtimes:
+                continue  # made again with files git classified before (a restore pruned it)
+            elif p not in base.checked_files:
+                new_paths.append(p)
+                new_files.append(p)
+    return new_paths, new_files

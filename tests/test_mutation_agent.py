@@ -6,6 +6,7 @@ import json
 import random
 import shutil
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -428,3 +429,36 @@ def test_build_ranked_mutation_agent_from_a_strategy_config_regression_order_los
     sampled = build_agent({"kind": "mutation"})
     assert isinstance(sampled, MutationAgent) and sampled.order == "sampled"
     assert "variable" not in sampled.operators  # sampled: the classic operators only
+
+
+def test_ranked_mutation_agent_expanding_one_node_at_once_in_four_workspaces_makes_four_programs(
+    tmp_path: Path,
+) -> None:
+    """Regression (issue 15, repair throughput): the workers of a parallel search expanding the
+    same node at once all chose the best untried edit (none had logged it yet) and tested the
+    same program several times. The last edit's program is now claimed under the node's lock
+    before it is applied."""
+    files = {"grades.py": GRADES.replace(">= 90", "> 90"), "tests/test_grades.py": GRADES_TESTS}
+    rigs = [Rig(tmp_path / f"w{i}", files) for i in range(4)]
+    shared = tmp_path / "agent-cache"
+    assert len({r.node for r in rigs}) == 1  # one node, four worker folders
+    start = threading.Barrier(len(rigs))
+    results: dict[int, AgentResult] = {}
+
+    def expand(i: int) -> None:
+        start.wait()
+        results[i] = rigs[i].expand(MutationAgent(order="ranked"), attempt=i, cache_dir=shared)
+
+    try:
+        threads = [threading.Thread(target=expand, args=(i,)) for i in range(len(rigs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+    finally:
+        for r in rigs:
+            r.close()
+    assert sorted(results) == [0, 1, 2, 3]
+    assert all(r.status is AgentStatus.FINISHED for r in results.values())
+    assert len({tree(r) for r in results.values()}) == 4
+    assert len({edits(r)[0] for r in results.values()}) == 4

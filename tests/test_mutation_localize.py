@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import textwrap
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,6 +15,7 @@ import pytest
 from conftest import tree_digest
 
 from treesearch.agents.mutation import FORMULAS, is_test_path, localize
+from treesearch.agents.mutation.localize import Localization
 from treesearch.scoring import TestSpec
 
 ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
@@ -294,3 +300,78 @@ def test_localize_does_not_cache_coverage_that_could_not_run_in_the_environment(
     assert fixed.method == "coverage" and not fixed.cached and fixed.note == ""
     assert (fixed.lines[0].path, fixed.lines[0].line) == ("calc.py", 5)
     assert localize(clamp_project, spec(), tree="tree-env-failure", cache_dir=folder).cached
+
+
+GATED_TESTS = """\
+import os
+import time
+from pathlib import Path
+
+import calc
+
+
+def test_gate():
+    # Tell the test it started, then wait (at most a minute) until it lets the run go on.
+    Path(os.environ["FL_STARTED"]).touch()
+    release = Path(os.environ["FL_RELEASE"])
+    end = time.monotonic() + 60
+    while not release.exists() and time.monotonic() < end:
+        time.sleep(0.02)
+    assert calc.clamp(11, 0, 10) == 10
+"""
+
+
+def test_localize_of_one_tree_in_two_processes_runs_the_tests_once(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """Regression (issue 15, repair throughput): the two workers of a parallel search both
+    localised the root, each under coverage; the second now waits for the first's spectrum."""
+    root = project(workspace, {"calc.py": CLAMP, "tests/test_calc.py": GATED_TESTS})
+    started, release = tmp_path / "started", tmp_path / "release"
+    gated = TestSpec(
+        command="python -m pytest -q tests",
+        timeout=120,
+        env={**ENV, "FL_STARTED": str(started), "FL_RELEASE": str(release)},
+    )
+    folder = tmp_path / "fl-cache"
+    code = (
+        "import sys, json\n"
+        "from treesearch.agents.mutation import localize\n"
+        "from treesearch.scoring import TestSpec\n"
+        "spec = TestSpec(**json.loads(sys.argv[1]))\n"
+        "loc = localize(sys.argv[2], spec, tree='tree-a', cache_dir=sys.argv[3])\n"
+        "print(json.dumps([loc.cached, [s.line for s in loc.lines]]))  # noqa: prints\n"
+    )
+    args = json.dumps({"command": gated.command, "timeout": gated.timeout, "env": dict(gated.env)})
+    first = subprocess.Popen(
+        [sys.executable, "-c", code, args, str(root), str(folder)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        end = time.monotonic() + 60
+        while not started.exists() and first.poll() is None and time.monotonic() < end:
+            time.sleep(0.02)
+        assert started.exists(), "the first process's tests never started"
+        started.unlink()
+        second: list[Localization] = []
+        waiter = threading.Thread(
+            target=lambda: second.append(localize(root, gated, tree="tree-a", cache_dir=folder))
+        )
+        waiter.start()
+        # The second call waits on the first's lock (without it, it would start its own run:
+        # its gate test touches `started` again).
+        time.sleep(0.5)
+        ran_again = started.exists()
+        release.touch()
+        waiter.join(timeout=120)
+        out, _ = first.communicate(timeout=120)
+    finally:
+        release.touch()
+        if first.poll() is None:
+            first.kill()
+    cached_first, lines_first = json.loads(out.strip().splitlines()[-1])
+    assert not cached_first
+    assert not ran_again
+    assert second and second[0].cached and second[0].seconds == 0.0
+    assert [s.line for s in second[0].lines] == lines_first

@@ -415,3 +415,38 @@ def test_variable_prefers_the_parameter_the_function_never_reads() -> None:
     unused = find(src, 2, "variable", "3 -> k")
     used = find(src, 2, "variable", "3 -> n")
     assert unused.weight == 1.0 and used.weight == 0.5
+
+
+def test_edits_at_all_lists_a_line_once_per_file_content_and_then_reuses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression (issue 15, repair throughput): the agent listed the same line's edits twice per
+    expansion and again at every expansion of a node; the listing is now kept per (path, bytes,
+    line, families, typed), and a reused one equals a fresh one."""
+    from treesearch.agents.mutation import ranking
+
+    computed: list[tuple[str, int]] = []
+    real = ranking._edits_at_all
+
+    def counting(src: SourceFile, line: int, chosen: frozenset[str], typed: bool) -> list[Edit]:
+        computed.append((src.path, line))
+        return real(src, line, chosen, typed)
+
+    monkeypatch.setattr(ranking, "_edits_at_all", counting)
+    text = "def total(xs):\n    s = 1\n    for x in xs:\n        s += x\n    return s\n"
+    first = edits_at_all(SourceFile("memo_prog.py", text.encode()), 2, ALL_FAMILIES, typed=True)
+    # Another parse of the same bytes (as the next expansion makes): listed from the memo.
+    again_src = SourceFile("memo_prog.py", text.encode())
+    again = edits_at_all(again_src, 2, ALL_FAMILIES, typed=True)
+    assert computed == [("memo_prog.py", 2)]
+    assert again == first == real(again_src, 2, frozenset(ALL_FAMILIES), True)
+    again.clear()  # the caller's list is its own
+    assert edits_at_all(again_src, 2, ALL_FAMILIES, typed=True) == first
+    # Other families, typed, line or bytes are other listings.
+    edits_at_all(again_src, 2, ["constant"], typed=True)
+    edits_at_all(again_src, 2, ALL_FAMILIES, typed=False)
+    edits_at_all(again_src, 4, ALL_FAMILIES, typed=True)
+    changed = SourceFile("memo_prog.py", text.replace("s = 1", "s = 0").encode())
+    fixed = edits_at_all(changed, 2, ALL_FAMILIES, typed=True)
+    assert len(computed) == 5
+    assert fixed != first and all(e.apply(changed.source) != changed.source for e in fixed)

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
+from treesearch.agents.mutation._computing import computing
 from treesearch.agents.mutation._edit import Edit
 
 __all__ = ["_TriedLog", "_context"]
@@ -91,6 +94,14 @@ class _TriedLog:
             if entry["tag"] == tag:
                 return {e["key"] for e in entries[:i]}
         return {e["key"] for e in entries}
+
+    @contextlib.contextmanager
+    def claiming(self, deadline: float) -> Iterator[None]:
+        """Hold the node's lock (other processes choosing for this node wait, at most until
+        ``deadline``, a ``time.monotonic()`` value): read, choose and ``record`` inside it."""
+        folder = self.file.parent if self.file is not None else None
+        with computing(self.node if folder is not None else None, folder, deadline):
+            yield
 
     def record(self, tag: str, key: str) -> None:
         entry = {"tag": tag, "key": key}

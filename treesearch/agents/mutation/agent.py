@@ -31,7 +31,11 @@ random stream of the expansion and ``key`` the program produced. An expansion wh
 already in the log (a resumed or repeated run with the same seed) avoids only the programs
 logged before it, and so repeats its own choice exactly; a new tag avoids every program logged
 for the node. Two searches with different seeds sharing one store therefore never test the same
-mutant of a node twice.
+mutant of a node twice. The program of an expansion's last edit is logged (claimed) as soon as
+it is chosen, the choice made under a lock on the node's log (``<node>.lock`` beside it): two
+workers of a parallel search expanding one node at once choose different edits, instead of
+both choosing the best untried one and testing the same program twice. A claimed edit whose
+step then fails stays logged (the node does not offer it again).
 """
 
 from __future__ import annotations
@@ -209,7 +213,9 @@ class MutationAgent:
         original = {path: sources.get(path) for path in {p for p, _, _ in lines}}
         for n in range(count):
             last = n == count - 1
-            pool = self._pool(lines, sources, original, avoid if last else set())
+            pool, avoid, picked = self._next_edit(
+                ctx, tried, tag, last, avoid, lines, sources, original, stream
+            )
             transcript.append(
                 {
                     "event": "candidates",
@@ -218,7 +224,6 @@ class MutationAgent:
                     "avoid": len(avoid),
                 }
             )
-            picked = self._choose(pool, stream, sources)
             if picked is None:
                 if applied == 0:
                     return done(
@@ -276,6 +281,32 @@ class MutationAgent:
             timeout=_remaining(ctx),
             accept_inherited=not self.relocalize,
         )
+
+    def _next_edit(
+        self,
+        ctx: AgentContext,
+        tried: _TriedLog,
+        tag: str,
+        last: bool,
+        avoid: set[str],
+        lines: list[tuple[str, int, float]],
+        sources: _Sources,
+        original: Mapping[str, bytes | None],
+        stream: random.Random,
+    ) -> tuple[list[_Candidate], set[str], tuple[_Candidate, float] | None]:
+        """The pool of the next edit, the programs it avoids and the choice. The last edit of a
+        run is chosen under the node's lock and logged before it is applied (see the module
+        docstring); an earlier one avoids nothing (the program is not finished)."""
+        if not last:
+            pool = self._pool(lines, sources, original, set())
+            return pool, avoid, self._choose(pool, stream, sources)
+        with tried.claiming(time.monotonic() + _remaining(ctx)):
+            avoid = tried.avoid(tag)  # read under the lock: a concurrent run may have claimed
+            pool = self._pool(lines, sources, original, avoid)
+            picked = self._choose(pool, stream, sources)
+            if picked is not None:
+                tried.record(tag, picked[0].key)
+        return pool, avoid, picked
 
     def _choose(
         self, pool: list[_Candidate], stream: random.Random, sources: _Sources

@@ -31,6 +31,12 @@ as JSON under ``cache_dir`` when one is given. Only a spectrum the environment d
 cached: when coverage should have run and could not (coverage.py missing from the test
 environment, no data written), or the test run itself was not usable (a command not found, a
 crash), the ranking is used once, its note says why, and the next call tries again.
+
+With a ``cache_dir``, one process at a time computes a given spectrum: the others (the workers
+of a parallel search all expand the root first) wait on a lock file beside the cache entry
+(``<key>.lock``, left in place: removing it could let a third process in beside a waiting one),
+then take the entry it wrote. A waiter gives up waiting at its run's time limit and runs the
+tests itself; a holder that dies releases the lock with its process.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch._atomic import write_text
+from treesearch.agents.mutation._computing import computing
 from treesearch.agents.mutation._coverage_run import CoverageRun, run_with_coverage, wrap
 from treesearch.agents.mutation._frames import (
     _Files,
@@ -565,12 +572,22 @@ def localize(
         spectrum = None
     cached = spectrum is not None
     if spectrum is None:
-        spectrum = _spectrum(ws, spec, use_coverage=use_coverage, timeout=limit, exclude=exclude)
-        # A run cut short by the caller's own deadline says little about the state, and a
-        # failure of the environment must not outlive it: neither is cached.
-        cut_short = spectrum.run_status == RunStatus.TIMEOUT.value and limit < spec.timeout
-        if key and not cut_short and spectrum.cacheable:
-            _cache_put(key, spectrum, folder)
+        with computing(key, folder, t0 + limit):
+            # Another process may have computed it while this one waited for the lock.
+            spectrum = _cache_get(key, folder) if key else None
+            if spectrum is not None and spectrum.inherited_from and not accept_inherited:
+                spectrum = None
+            cached = spectrum is not None
+            if spectrum is None:
+                left = max(0.001, limit - (time.monotonic() - t0))
+                spectrum = _spectrum(
+                    ws, spec, use_coverage=use_coverage, timeout=left, exclude=exclude
+                )
+                # A run cut short by the caller's own deadline says little about the state,
+                # and a failure of the environment must not outlive it: neither is cached.
+                cut_short = spectrum.run_status == RunStatus.TIMEOUT.value and left < spec.timeout
+                if key and not cut_short and spectrum.cacheable:
+                    _cache_put(key, spectrum, folder)
     return Localization(
         method=spectrum.method,
         formula=formula,

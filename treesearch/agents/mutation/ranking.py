@@ -9,11 +9,18 @@ statements that start at ``line``, without duplicate splices.
 squared x the family's prior x the edit's own weight (highest first), then by the size of the
 change (smallest first), then by the code it removes (least first), so among equally likely
 edits the one that changes least and keeps the most code is tried, and so reported, first.
+
+The edits of a line depend only on the file (path and bytes), the line, the families and
+``typed``; the agent asks for them twice per line and again at every expansion of a node, so
+they are kept in a bounded memo (``MEMO_SIZE`` lines, the most recently used) keyed by exactly
+that. A memo hit returns a new list of the same (frozen) edits: what a fresh listing returns.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
 from treesearch.agents.mutation._edit import Edit, _Builder
@@ -46,13 +53,40 @@ and copying come last: they produce most plausible-but-wrong patches (Qi et al.,
 
 _SHARPNESS = 2.0
 
+MEMO_SIZE = 2048
+"""Most (file, line, families, typed) listings ``edits_at_all`` keeps (see the module doc)."""
+_MEMO: OrderedDict[tuple[str, bytes, int, frozenset[str], bool], tuple[Edit, ...]] = OrderedDict()
+_MEMO_LOCK = threading.Lock()
+
 
 def edits_at_all(
     src: SourceFile, line: int, families: Iterable[str] = ALL_FAMILIES, *, typed: bool = False
 ) -> list[Edit]:
     """Every edit of ``families`` (classic and pattern ones) on the statements at ``line``.
-    ``typed``: leave out edits that use a variable against its kind (``patterns.kinds``)."""
+    ``typed``: leave out edits that use a variable against its kind (``patterns.kinds``).
+    Memoised per (path, bytes, line, families, typed)."""
     chosen = frozenset(families)
+    key = (src.path, src.source, line, chosen, typed)
+    with _MEMO_LOCK:
+        known = _MEMO.get(key)
+        if known is not None:
+            _MEMO.move_to_end(key)
+            return list(known)
+    edits = _edits_at_all(src, line, chosen, typed)
+    with _MEMO_LOCK:
+        _MEMO[key] = tuple(edits)
+        while len(_MEMO) > MEMO_SIZE:
+            _MEMO.popitem(last=False)
+    return edits
+
+
+def memo_size() -> int:
+    """How many listings the memo holds now (for tests and profiling)."""
+    with _MEMO_LOCK:
+        return len(_MEMO)
+
+
+def _edits_at_all(src: SourceFile, line: int, chosen: frozenset[str], typed: bool) -> list[Edit]:
     out = edits_at(src, line, [f for f in FAMILIES if f in chosen])
     if typed:
         out = _typed(src, line, out)

@@ -162,3 +162,28 @@ def test_a_capture_killed_while_packing_leaves_every_snapshot_readable(
     store._packer.pack()
     store.gc(keep_last=3, keep_safety=0)
     _check_every_snapshot(store, {c: expected[c] for c in list(expected)[-1:]}, tmp_path / "end")
+
+
+def test_a_new_shared_index_removes_the_old_one_regression_store_grew_by_an_index(
+    tmp_path: Path, watch_mode: bool
+) -> None:
+    """Regression (#13, disk): with the split index, a capture that changed over a fifth of the
+    entries makes git write a new shared index; the old one (the whole index again: 1.5 MB on
+    14,000 files) stayed for a day (``sharedIndexExpire = 1.day.ago``), so 20 snapshots of a
+    checkout cost 1.29x the disk of one. Now the old one goes when the new one is written."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for i in range(200):
+        (ws / f"f{i:03d}.txt").write_text(f"file {i}\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    snaps = [store.capture()]
+    for round_ in range(3):
+        time.sleep(0.05)
+        for i in range(0, 200, 2):  # half the entries each time: past splitIndex's 20%
+            (ws / f"f{i:03d}.txt").write_text(f"file {i} round {round_}\n")
+        snaps.append(store.capture())
+    shared = sorted(p.name for p in store.git_dir.glob("sharedindex.*"))
+    assert len(shared) == 1, shared
+    for snap in snaps:  # every snapshot still reads back
+        assert store.resolve(snap.commit).tree == snap.tree
+    store.close()

@@ -56,6 +56,8 @@ from treesearch.store._retention import GcPolicy
 from treesearch.store._scan import Scan, Scanner
 from treesearch.store.values import CaptureStats, Diff, RestoreResult, Snapshot
 
+# splitIndex.sharedIndexExpire = now: a new shared index (written when a fifth of the entries
+# changed) removes the old ones at once; only this store's git processes, under its lock, read them.
 _CONFIG = """\
 [core]
 \trepositoryformatversion = 0
@@ -78,7 +80,7 @@ _CONFIG = """\
 \tlooseCompression = 1
 \thooksPath = {hooks}
 [splitIndex]
-\tsharedIndexExpire = 1.day.ago
+\tsharedIndexExpire = now
 [gc]
 \tauto = 0
 \tautoDetach = false

@@ -317,7 +317,7 @@ def test_first_plausible_root_already_perfect_and_never(tmp_path: Path) -> None:
 
 
 def test_curve_steps_weigh_instances_and_seeds() -> None:
-    points = {"i1": [3, None], "i2": [5, 5], "i3": [None, None]}
+    points: dict[str, list[float | None]] = {"i1": [3, None], "i2": [5, 5], "i3": [None, None]}
     # i1: half of its seeds at 3 (1/6 of the set); i2: both seeds at 5 (1/3).
     assert curve(points, ["i1", "i2", "i3"], 10) == [[0, 0.0], [3, 0.166667], [5, 0.5], [10, 0.5]]
     assert curve({}, ["i1"], 4) == [[0, 0.0], [4, 0.0]]

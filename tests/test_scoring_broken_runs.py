@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,6 +49,11 @@ def all_scores(run: object) -> dict[str, tuple[float, bool]]:
 
 
 # --- 1. a test command that does not exist ------------------------------------------------------
+
+
+def _value(outcome: Any) -> str:
+    assert outcome is not None
+    return str(outcome.value)
 
 
 def test_run_of_a_test_command_that_does_not_exist_is_invalid_with_the_shell_reason(
@@ -265,8 +271,8 @@ def test_fail_to_pass_test_marked_xfail_run_false_does_not_resolve(tmp_path: Pat
     ws = make_project(tmp_path / "ws", NOT_RUN)
     run = run_tests(pytest_spec(), ws)
     assert run.status is RunStatus.OK
-    assert run.outcome("test_a.py::test_fix").value == "skipped"
-    assert run.outcome("test_a.py::test_known").value == "xfail"  # it ran, and failed
+    assert _value(run.outcome("test_a.py::test_fix")) == "skipped"
+    assert _value(run.outcome("test_a.py::test_known")) == "xfail"  # it ran, and failed
     swe = make_score(
         {
             "kind": "swebench",
@@ -304,7 +310,7 @@ def test_swebench_counts_an_xpass_as_a_failure_as_the_harness_does(tmp_path: Pat
             "pass_to_pass": ["test_a.py::test_keep"],
         },
     ).score(ws)
-    assert result.run.outcome("test_a.py::test_fixed").value == "xpass"
+    assert _value(result.run.outcome("test_a.py::test_fixed")) == "xpass"
     assert not result.resolved
     assert result.details["tests_status"]["FAIL_TO_PASS"]["failure"] == ["test_a.py::test_fixed"]
 

@@ -390,14 +390,19 @@ def ranked_graph() -> nx.DiGraph:
     return g
 
 
+def _node(choice: Any) -> Any:
+    assert choice is not None
+    return choice.node
+
+
 def test_partial_node_ranks_below_a_full_node_with_the_same_score() -> None:
     g = ranked_graph()
     strategies = {"x": 1}
     # Q (partial, 0.75) knows more passes than anything else: it comes first.
-    assert best_first(g, random.Random(0), strategies=strategies).node == "Q"
+    assert _node(best_first(g, random.Random(0), strategies=strategies)) == "Q"
     g.nodes["Q"]["tried"]["x"] = 1
     # P and F tie on score; F is fully run, so it goes before P although P was found first.
-    assert best_first(g, random.Random(0), strategies=strategies).node == "F"
+    assert _node(best_first(g, random.Random(0), strategies=strategies)) == "F"
     g.nodes["root"]["tried"]["x"] = 1
     g.remove_node("Q")  # the beam keeps one node of the layer {P, F}: the fully-run one
     chosen = beam(g, random.Random(0), strategies=strategies, width=1)

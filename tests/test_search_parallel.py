@@ -186,7 +186,7 @@ def test_share_test_runs_never_promises_more_than_is_left() -> None:
     for free in (3, 2, 1):  # three idle workers filled one after another
         shares.append(share_test_runs(left, free))
         left -= shares[-1] or 0
-    assert shares == [1, 2, 2] and sum(shares) == 5
+    assert shares == [1, 2, 2] and sum(s or 0 for s in shares) == 5
 
 
 def test_next_to_send_holds_a_later_attempt_of_a_node_and_strategy_until_the_earlier_answered() -> (

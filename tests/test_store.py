@@ -33,7 +33,7 @@ pytestmark = pytest.mark.usefixtures("watch_mode")
 
 
 def objects_files(store: ShadowStore) -> set[str]:
-    out = set()
+    out: set[str] = set()
     for dirpath, _d, names in os.walk(store.git_dir / "objects"):
         out.update(os.path.join(dirpath, n) for n in names)
     return out

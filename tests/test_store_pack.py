@@ -13,11 +13,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from treesearch.store import ShadowStore
+from treesearch.types import CommitId
 
 pytestmark = pytest.mark.usefixtures("watch_mode")
 
@@ -37,7 +39,9 @@ def _contents(root: Path) -> dict[str, bytes]:
     }
 
 
-def _check_every_snapshot(store: ShadowStore, expected: dict[str, dict[str, bytes]], tmp: Path):
+def _check_every_snapshot(
+    store: ShadowStore, expected: Mapping[CommitId, dict[str, bytes]], tmp: Path
+) -> None:
     """Every snapshot reads back byte for byte (each blob read from loose object or pack)."""
     store.fsck()
     for i, (commit, files) in enumerate(expected.items()):

@@ -187,7 +187,9 @@ def test_incremental_walk_matches_a_full_walk_after_random_edits(tmp_path: Path,
                 # Only a verifying walk (a restore's safety scan) sees a write through a link
                 # made from outside since the last walk, or through one made and gone again.
                 gone = {"delete", "rename_dir", "rmtree", "dir_to_file", "move_out"}
-                verify = "link_out_write" in done or ("link_inside" in done and gone & set(done))
+                verify = "link_out_write" in done or bool(
+                    "link_inside" in done and gone & set(done)
+                )
                 got = walker.update(changes.dirty, changes.fresh, verify=verify)
                 incremental += 1
                 # Every path that differs from the last walk is among those it says it touched.

@@ -104,7 +104,8 @@ def agent_for(server: FakeLLMServer | None, tmp_path: Path, **fields: Any) -> LL
 
 def pytest_feedback(workspace: Path) -> str:
     """A real test run of the demo project (what the controller's run_tests gives, roughly)."""
-    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    # No __pycache__ in the workspace, as the scorer's runs (else the tree depends on the path).
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     res = sandbox.run(
         ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"],
         workspace,

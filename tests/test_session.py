@@ -57,7 +57,7 @@ def test_step_runs_tool_calls_and_records_trees_diff_and_messages(
                 "arguments": {"path": "calc.py", "old": "a - b", "new": "a + b"},
             },
             write("notes/todo.txt", "done\n"),
-            run("python -c 'import calc; print(calc.add(2, 3))'"),
+            run("python -B -c 'import calc; print(calc.add(2, 3))'"),  # no __pycache__
             {"name": "read_file", "arguments": {"path": "notes/todo.txt"}},
             {"name": "list_dir", "arguments": {"path": "."}},
         ],

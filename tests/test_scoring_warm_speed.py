@@ -13,48 +13,15 @@ import os
 import re
 import signal
 import sys
-import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from test_scoring_warm import QUICK_ENV, project, spec, view
 
-from treesearch.scoring import TestRun, TestSpec, run_tests
+from treesearch.scoring import TestRun, run_tests
 from treesearch.scoring.warm import WarmRunner
-
-QUICK_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": ""}
-
-
-def spec(*args: str, command: str | None = None, **kwargs: object) -> TestSpec:
-    fields: dict[str, object] = {
-        "command": command or (sys.executable, "-m", "pytest", "-q", *args),
-        "timeout": 60,
-        "env": QUICK_ENV,
-    }
-    fields.update(kwargs)
-    return TestSpec(**fields)  # type: ignore[arg-type]
-
-
-def project(root: Path, files: dict[str, str]) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    if "pytest.ini" not in files:
-        (root / "pytest.ini").write_text("[pytest]\n")
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return root
-
-
-def view(run: TestRun) -> tuple[object, ...]:
-    return (
-        run.status,
-        run.exit_code,
-        run.timed_out,
-        sorted((t.id, t.outcome.value) for t in run.tests),
-        run.problem,
-    )
 
 
 def outcomes(run: TestRun) -> dict[str, str]:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from test_scoring_warm import QUICK_ENV, project, spec, view
+from test_scoring_warm import QUICK_ENV, project, server_pids, spec, view
 
 from treesearch.scoring import TestRun, run_tests
 from treesearch.scoring.warm import WarmRunner
@@ -331,22 +331,6 @@ def test_kept_hook_argument_names_follow_a_function_whose_code_a_conftest_replac
 # --- the spare child ----------------------------------------------------------------------------
 
 
-def _live(text: str) -> list[int]:
-    """Live processes whose command line holds ``text`` (zombies are dead)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
-            state = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if text.encode() in cmdline and state != b"Z":
-            found.append(int(entry))
-    return found
-
-
 def _wait_until(check: Callable[[], bool], seconds: float = 30.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -367,9 +351,9 @@ def test_spare_child_forked_between_runs_ends_with_its_killed_server(
     assert runner._scratch is not None
     scratch = str(runner._scratch)
     (server,) = runner._servers.values()
-    assert _wait_until(lambda: len(_live(scratch)) == 2)  # the server and its spare
+    assert _wait_until(lambda: len(server_pids(scratch)) == 2)  # the server and its spare
     os.kill(server.proc.pid, signal.SIGKILL)
     server.proc.wait()
-    assert _wait_until(lambda: not _live(scratch))
+    assert _wait_until(lambda: not server_pids(scratch))
     assert view(run_tests(spec(), ws, warm=runner)) == view(cold)
     assert runner.warm_runs == 2

@@ -253,9 +253,16 @@ class SnapshotStore(Protocol):
         """The store's own folder (outside the workspace); agent caches are kept beside it."""
         ...
 
-    def capture(self, label: str | None = None, meta: dict[str, Any] | None = None) -> Snapshot:
+    def capture(
+        self,
+        label: str | None = None,
+        meta: dict[str, Any] | None = None,
+        *,
+        if_changed: bool = False,
+    ) -> Snapshot:
         """Record the workspace as it is now; no change since the last capture gives the same
-        tree hash."""
+        tree hash. ``if_changed``: with nothing changed, the last snapshot is given back
+        whatever its label and meta (which then describe only a new snapshot)."""
         ...
 
     def restore(self, ref: str) -> RestoreResult:

@@ -162,18 +162,25 @@ class WarmRunner:
         warm (a server that failed to start is found out, and said, then)."""
         if self._disabled:
             return
-        cwd = os.path.abspath(os.fspath(cwd))
-        env = {**os.environ, **extra_env}
-        launch = plan(command, env, cwd)
+        launch, env = self._launch(command, os.path.abspath(os.fspath(cwd)), extra_env)
         if isinstance(launch, str):
             return
-        if launch.shell:
-            from_shell = self._shell_env(env, cwd, launch)
-            if from_shell is None:
-                return
-            env = from_shell
         with contextlib.suppress(WarmServerError):
             self._server(launch, env)
+
+    def _launch(
+        self, command: str | Sequence[str], cwd: str, extra_env: Mapping[str, str]
+    ) -> tuple[Launch | str, dict[str, str]]:
+        """How a warm run of ``command`` in ``cwd`` starts, with the environment it gets (for a
+        shell line, the one ``/bin/sh`` gives its command); a string: why it cannot be warm."""
+        env = {**os.environ, **extra_env}
+        launch = plan(command, env, cwd)
+        if isinstance(launch, str) or not launch.shell:
+            return launch, env
+        from_shell = self._shell_env(env, cwd, launch)
+        if from_shell is None:
+            return "cannot read the environment /bin/sh gives its commands", env
+        return launch, from_shell
 
     def run(
         self,
@@ -202,14 +209,11 @@ class WarmRunner:
         if self._disabled:
             return cold_run()
         cwd = os.path.abspath(os.fspath(cwd))
-        env = {**os.environ, **extra_env}
-        launch = plan(command, env, cwd) if pytest else "not a pytest command"
-        if not isinstance(launch, str) and launch.shell:
-            from_shell = self._shell_env(env, cwd, launch)
-            if from_shell is None:
-                launch = "cannot read the environment /bin/sh gives its commands"
-            else:
-                env = from_shell
+        launch: Launch | str
+        if pytest:
+            launch, env = self._launch(command, cwd, extra_env)
+        else:
+            launch, env = "not a pytest command", {**os.environ, **extra_env}
         if isinstance(launch, str):
             self.note(f"warm runner not used: {launch}; the tests run cold")
             return cold_run()

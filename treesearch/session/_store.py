@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from treesearch.errors import SessionError, StoreError
@@ -26,35 +25,15 @@ def release_hold(hold: Any) -> None:
 def capture(store: SessionStore, meta: dict[str, Any], what: str) -> Snapshot:
     """Capture the workspace; a store failure becomes ``SessionError`` naming ``what``.
 
-    A workspace unchanged since the store's last snapshot gives that snapshot back where the
-    store can (``capture(if_changed=True)``): ``meta`` describes only a new snapshot. So the
+    A workspace unchanged since the store's last snapshot gives that snapshot back
+    (``capture(if_changed=True)``): ``meta`` describes only a new snapshot. So the
     capture that starts a session right after a restore, and the one before each step, record
     nothing, and pay no commit and no packing of the store."""
     try:
-        if _takes_if_changed(store):
-            snap = store.capture(meta=meta, if_changed=True)  # type: ignore[call-arg]
-        else:
-            snap = store.capture(meta=meta)
+        snap = store.capture(meta=meta, if_changed=True)
     except StoreError as exc:
         raise SessionError(f"{what}: capturing the workspace failed: {exc}") from exc
     return snap
-
-
-def _takes_if_changed(store: SessionStore) -> bool:
-    """Does ``store.capture`` take ``if_changed`` (``ShadowStore``, ``MemoryStore``; a store
-    written against the protocol alone may not)?"""
-    kind = type(store)
-    known = _TAKES_IF_CHANGED.get(kind)
-    if known is None:
-        try:
-            known = "if_changed" in inspect.signature(store.capture).parameters
-        except (TypeError, ValueError):
-            known = False
-        _TAKES_IF_CHANGED[kind] = known
-    return known
-
-
-_TAKES_IF_CHANGED: dict[type, bool] = {}
 
 
 def summary(store: SessionStore, a: TreeHash, b: TreeHash) -> DiffSummary:

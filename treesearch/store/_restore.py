@@ -298,8 +298,9 @@ class Restorer:
                 self.run(["update-index", "-z", "--index-info"], input=b"".join(records))
 
         # A few entries go to git with the next capture's update-index: one git less. Only in
-        # a process whose scans follow the watcher's events (a search, a session: its next
-        # capture is near); a one-shot command leaves the index up to date.
+        # a process whose scans follow the last walk (the watcher's events, or the recheck
+        # without one: a search, a session, whose next capture is near); a one-shot command
+        # leaves the index up to date.
         entries: dict[str, tuple[int, str] | None] | None = None
         if len(records) <= _DEFER_INDEX and self.scanner.incremental:
             entries = dict.fromkeys(plan.deletes)

@@ -156,3 +156,26 @@ def test_forked_and_fresh_interpreter_workers_build_the_same_graph(
     assert [o.usage.expansions for o in outs] == [6, 6]
     assert to_json(outs[0].graph, stable=True) == to_json(outs[1].graph, stable=True)
     assert outs[0].best == outs[1].best
+
+
+def test_forked_process_wait_gives_the_exit_code_the_signal_or_a_timeout() -> None:
+    """``ForkedProcess`` is handled as a ``Popen``: ``wait(timeout)`` raises
+    ``subprocess.TimeoutExpired`` while the child runs, then gives its exit code (negative: the
+    signal that ended it); ``poll`` is ``None`` until then."""
+    import signal
+    import subprocess
+
+    from treesearch.search._forked import fork
+
+    read, write = os.pipe()
+    proc = fork(lambda: (os.read(read, 1), sys.exit(3)), keep=read)
+    os.close(read)
+    assert proc.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(0.05)
+    os.write(write, b"x")  # now it may end
+    os.close(write)
+    assert proc.wait(30) == 3 and proc.poll() == 3
+    stuck = fork(lambda: signal.pause(), keep=-1)
+    stuck.kill()
+    assert stuck.wait(30) == -signal.SIGKILL

@@ -31,6 +31,7 @@ import atexit
 import contextlib
 import gc
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -80,14 +81,26 @@ class ForkedProcess:
 
     def wait(self, timeout: float | None = None) -> int:
         """Wait for the child's end; ``subprocess.TimeoutExpired`` after ``timeout`` seconds
-        (as ``Popen.wait``)."""
+        (as ``Popen.wait``). Woken by the child's end itself (a pidfd) where there is one."""
+        if self.poll() is not None:
+            assert self.returncode is not None
+            return self.returncode
         deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.001
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(f"process {self.pid}", timeout or 0.0)
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+        pidfd = _pidfd(self.pid)
+        try:
+            delay = 0.001
+            while self.poll() is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(f"process {self.pid}", timeout or 0.0)
+                if pidfd is not None:
+                    select.select([pidfd], [], [], left)  # readable once the child ended
+                else:
+                    time.sleep(delay if left is None else min(delay, left))
+                    delay = min(delay * 2, 0.05)
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
         assert self.returncode is not None
         return self.returncode
 
@@ -101,6 +114,13 @@ class ForkedProcess:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)  # Linux 5.3 and later
+    except (AttributeError, OSError):
+        return None
 
 
 def fork(main: Callable[[], object], keep: int) -> ForkedProcess:

@@ -18,7 +18,10 @@ so the child first lets go of what is not its own (``_detach``):
   them is finalised in the child;
 * stdin becomes ``/dev/null``; the process is named ``treesearch-wkr`` (``ps``, ``/proc``).
 
-The modules' own at-fork hooks do the rest: the lifecycle registry and watchdog are the
+The child never uses an object of the controller's: it builds its own store, scorer and score
+cache connection from the ``WorkerSpec`` it is sent (SQLite forbids using a connection across a
+fork; the score cache opens one per operation, and none is open when the pool starts, before the
+root is tested). The modules' own at-fork hooks do the rest: the lifecycle registry and watchdog are the
 child's own (``lifecycle``), the controller's warm servers are forgotten (``scoring.warm``),
 the random module is reseeded (CPython). A fork is made only while the controller runs no
 other thread (``can_fork``): a thread holding a lock at the fork would leave it held forever in

@@ -24,6 +24,7 @@ from treesearch.config import DEFAULT_EXCLUDES, apply_overrides, validate
 from treesearch.errors import ConfigError, SearchError, StoreError
 from treesearch.runs import read_events
 from treesearch.search import graph as G
+from treesearch.search._forked import PROCESS_NAME
 from treesearch.search.batch import dispatched, next_to_send, select_batch, share_test_runs
 from treesearch.search.graph import to_json
 from treesearch.search.policies import Choice, make_policy
@@ -461,9 +462,10 @@ def worker_pids(pid: int) -> list[int]:
     for k in map(int, kids):
         try:
             cmd = Path(f"/proc/{k}/cmdline").read_bytes()
+            comm = Path(f"/proc/{k}/comm").read_text().strip()
         except OSError:
             continue
-        if b"worker_entry" in cmd:
+        if b"worker_entry" in cmd or comm == PROCESS_NAME:  # a fresh interpreter, or forked
             out.append(k)
     return out
 

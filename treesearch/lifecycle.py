@@ -53,6 +53,7 @@ __all__ = [
     "Owner",
     "ReapReport",
     "die_with_parent",
+    "name_process",
     "owner_alive",
     "process_owner",
     "reap",
@@ -63,6 +64,7 @@ __all__ = [
 ]
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
 _OWNER = r"(?P<pid>\d+)-(?P<start>\d+)-(?P<boot>[0-9a-f]+)-(?P<ns>[0-9a-f]+)"
 _SCRATCH = re.compile(rf"^(?P<kind>[a-z]+)-{_OWNER}-")
 _RECORD = re.compile(rf"^\.?{_OWNER}\.json(\.[0-9a-f]+\.tmp)?$")
@@ -224,6 +226,13 @@ def die_with_parent(parent: int) -> None:
         _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)  # type: ignore[operator]
         if os.getppid() != parent:  # the parent died before the signal was armed
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def name_process(name: str) -> None:
+    """Set this process's name as ``ps`` and ``/proc/PID/comm`` show it (Linux only; at most 15
+    bytes kept): a process forked without ``exec`` otherwise looks like its parent."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)  # type: ignore[operator]
 
 
 # --- registry of live process groups and the watchdog ---------------------------------------------

@@ -2,8 +2,9 @@
 
 The controller chooses expansions ahead (``search.batch``; ``run_window``), sends each ``Task``
 to an idle worker and records the ``Outcome``s strictly in the order they were chosen, so the
-graph does not depend on which worker finished first. A worker is a real process (a fresh
-interpreter that inherits nothing of the controller's threads or locks) that owns:
+graph does not depend on which worker finished first. A worker is a real process (on Linux a
+fork of the controller made before the root is tested, which lets go of the controller's locks,
+descriptors and exit handlers at once: ``_forked``; elsewhere a fresh interpreter) that owns:
 
 * a scratch folder (``lifecycle.scratch_dir("worker")``, outside the user's project; removed when
   the worker ends, or by the next search's ``reap`` when it was killed): its work folder ``ws``
@@ -57,6 +58,8 @@ from treesearch.errors import ScoringError, SearchError
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.results import ScoreResult
 from treesearch.scoring.runner import warm_up
+from treesearch.search._forked import ForkedProcess, can_fork
+from treesearch.search._forked import fork as fork_process
 from treesearch.search.batch import dispatch_event, next_to_send, select_one, share_test_runs
 from treesearch.search.policies import Choice
 from treesearch.session import TransactionalSession
@@ -64,11 +67,25 @@ from treesearch.store.shadow import ShadowStore
 from treesearch.store.workers import WorkerView, adopt, open_worker_store
 from treesearch.types import Snapshot, TreeHash
 
-__all__ = ["WINDOW", "Outcome", "Task", "WorkerPool", "WorkerSpec", "quick_exit", "run_window"]
+__all__ = [
+    "FORK",
+    "WINDOW",
+    "Outcome",
+    "Task",
+    "WorkerPool",
+    "WorkerSpec",
+    "quick_exit",
+    "run_window",
+]
 
 WINDOW = 2
 """Expansions chosen ahead per worker (``run_window``): 2 keeps both of two workers busy when
 short expansions (no-ops, cached states) finish behind long ones."""
+
+FORK: bool | None = None
+"""How a ``WorkerPool`` made without ``fork`` starts its workers: ``None`` forked from this
+process where that is safe (``_forked.can_fork``), ``False`` as fresh interpreters, ``True``
+forked."""
 
 
 @dataclass(frozen=True)
@@ -163,7 +180,9 @@ class Outcome:
 class WorkerPool:
     """``n`` worker processes (``start``, or at the first task), each with a connection."""
 
-    def __init__(self, n: int, spec: WorkerSpec, store: ShadowStore) -> None:
+    def __init__(
+        self, n: int, spec: WorkerSpec, store: ShadowStore, *, fork: bool | None = None
+    ) -> None:
         if n < 1:
             raise ValueError(f"a worker pool needs at least one worker, not {n}")
         self.on_note: Callable[[str], None] | None = None
@@ -181,6 +200,8 @@ class WorkerPool:
                 ) from None
         self.store = store
         """The search's store: where the states workers made are recorded (``record``)."""
+        self.fork = fork
+        """How workers start (``_Worker.start``): ``None`` as ``FORK`` says when they start."""
         self._workers: list[_Worker] = []
         self.warm_runs = 0
         """Test runs the workers made warm (``Outcome.warm_runs``)."""
@@ -195,7 +216,8 @@ class WorkerPool:
     def start(self) -> None:
         """Start the worker processes (if not running yet); they get ready in the background."""
         if not self._workers:
-            self._workers = [_Worker.start(self.spec) for _ in range(self.n)]
+            fork = FORK if self.fork is None else self.fork
+            self._workers = [_Worker.start(self.spec, fork=fork) for _ in range(self.n)]
 
     def submit(self, task: Task) -> None:
         """Send ``task`` to an idle worker (starting the workers if need be)."""
@@ -277,34 +299,47 @@ class WorkerPool:
 class _Worker:
     """One worker process and the connection to it (pickled messages over a socket pair)."""
 
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | ForkedProcess
     conn: multiprocessing.connection.Connection
     task: Task | None = None
     """The task in hand (``None``: idle)."""
 
     @classmethod
-    def start(cls, spec: WorkerSpec) -> _Worker:
-        # A fresh interpreter (not multiprocessing's spawn, which re-imports the caller's main
-        # script, nor fork, which would inherit the controller's threads and locks), with the
-        # controller's import path: the same treesearch, the same agent modules.
+    def start(cls, spec: WorkerSpec, *, fork: bool | None = None) -> _Worker:
+        """Start a worker: forked from this process where that is safe (``_forked``: Linux, no
+        other thread; it starts without importing anything), else a fresh interpreter with
+        this process's import path (not multiprocessing's spawn, which re-imports the caller's
+        main script). ``fork``: ``False`` forces the fresh interpreter, ``True`` the fork."""
         mine, theirs = socket.socketpair()
-        code = (
-            "import json, sys; sys.path[:0] = json.loads(sys.argv[3]); "
-            "from treesearch.search.parallel import worker_entry, quick_exit; "
-            "worker_entry(int(sys.argv[1]), int(sys.argv[2])); quick_exit()"
-        )
-        argv = [sys.executable, "-c", code, str(theirs.fileno()), str(os.getpid())]
+        parent = os.getpid()
+        use_fork = can_fork() if fork is None else fork
+        proc: subprocess.Popen[bytes] | ForkedProcess
         try:
-            proc = subprocess.Popen(
-                [*argv, json.dumps(sys.path)],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-            )
+            if use_fork:
+                fd = theirs.fileno()
+                proc = fork_process(lambda: _forked_main(fd, parent), keep=fd)
+            else:
+                code = (
+                    "import json, sys; sys.path[:0] = json.loads(sys.argv[3]); "
+                    "from treesearch.search.parallel import worker_entry, quick_exit; "
+                    "worker_entry(int(sys.argv[1]), int(sys.argv[2])); quick_exit()"
+                )
+                proc = subprocess.Popen(
+                    [sys.executable, "-c", code, str(theirs.fileno()), str(parent)]
+                    + [json.dumps(sys.path)],
+                    pass_fds=(theirs.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                )
         finally:
             theirs.close()
         conn = multiprocessing.connection.Connection(mine.detach())
         conn.send(spec)
         return cls(proc, conn)
+
+
+def _forked_main(fd: int, parent: int) -> None:
+    worker_entry(fd, parent)
+    quick_exit()
 
 
 # ---------------------------------------------------------------------- the controller's loop

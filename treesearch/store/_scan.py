@@ -19,6 +19,7 @@ from typing import Any
 
 from treesearch.store._git import GitFailed, GitRunner, blob_oid, isolated_env
 from treesearch.store._recheck import Recheck
+from treesearch.store._scan_edit import write_in_process
 from treesearch.store._scan_known import index_entry_args, new_entries
 from treesearch.store._seed import seed_from_user_repo, user_git_dir
 from treesearch.store._stat import (
@@ -31,6 +32,7 @@ from treesearch.store._stat import (
     write_scan_time,
 )
 from treesearch.store._stat import is_racy as _is_racy
+from treesearch.store._tree_write import TreeWriter
 from treesearch.store._walk import MODE, SIZE, IgnoreRules, NeedFullWalk, Walker, WalkResult
 from treesearch.store._watch import Inotify
 from treesearch.types import TreeHash
@@ -129,6 +131,8 @@ class Scanner:
         """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
         self.recheck = Recheck()
         """Without a watcher: what the next walk must list again (``_recheck.py``)."""
+        self.trees = TreeWriter(git, store)
+        """Writes a small scan's blobs and trees without git (``_scan_edit.py``)."""
 
     # ------------------------------------------------------------------ state
 
@@ -147,6 +151,7 @@ class Scanner:
         self.signature = None
 
     def close(self) -> None:
+        self.trees.close()
         if self.watch is not None:
             self.watch.close()
             self.watch = None
@@ -195,6 +200,9 @@ class Scanner:
                     self.unsynced.pop(p, None)  # told now: an older entry must not follow it
                 update_index()
         else:
+            # Told now: an older waiting entry of these paths must not follow (and undo) it.
+            for p in [*touched, *deleted, *(p for p, _oid in written)]:
+                self.unsynced.pop(p, None)
             update_index()
         if self.walker is not None:
             # The walker's folder records must agree with the stat cache updated below.
@@ -240,6 +248,12 @@ class Scanner:
         walk_start = time.time_ns()
         w = self.walk(verify)
         c = self._compare(cache, w)
+        made = write_in_process(self, cache, tree, c.feed, c.index_paths, w, _UNSYNCED_MAX)
+        if made is not None:  # (the index is told later: ``_scan_edit.py``)
+            self._remember(cache, w.files, c.feed, c.racy_known, walk_start)
+            self.oids.update((p, e[1]) for p, e in made[1].items() if e and p in self.recent)
+            self.tree = made[0]
+            return Scan(made[0], w, c.hashed, time.perf_counter() - t0)
         restored = self._unsynced_args(c, w, tree is None)
         feed, stale = self._tell_git(c, w, restored)
         if feed or stale or restored or tree is None:

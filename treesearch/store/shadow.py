@@ -658,6 +658,10 @@ class ShadowStore:
         policy = GcPolicy(keep_last, max_age, keep_safety, safety_max_age, labelled)
         held = contextlib.nullcontext() if dry_run else self.hold("gc")
         with held, self.lock(), errors(GcError, "gc failed"):
+            if not dry_run:
+                # The scan's tree and waiting index entries may be objects no ref or index
+                # entry holds yet (``_scan_edit.py``): the next scan asks the index again.
+                self._scanner.forget_index()
             return self._catalogue.gc(policy, max_bytes, protect, drop, dry_run)
 
     def fsck(self) -> str:

@@ -1,0 +1,122 @@
+"""A small scan's tree written in the process (``_tree_write.py``), the index told later.
+
+When the scan knows the index's tree (the last scan's, or a restore's) and its stat cache, and
+only a few paths changed, their blobs and the trees on their paths are written here: no
+``update-index``, no ``write-tree`` (two git processes per capture of a session's step). The
+index entries wait in ``Scanner.unsynced`` (path -> (mode, blob id), ``None``: removed), given to
+git on the command line of the next ``update-index`` a scan runs (``--cacheinfo``), before
+anything that scan feeds; a process that dies first leaves an index whose stat data differ from
+those paths', which the next process's first scan gives to git again (nothing is lost: the
+snapshots hold the trees). Anything unusual (many paths, big files, a file that cannot be read
+any more, a file where a folder was) is left to git, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from treesearch.store._stat import git_mode
+from treesearch.store._tree_write import TreeWriter, Unsupported
+from treesearch.store._walk import MODE, SIZE, WalkResult
+from treesearch.types import TreeHash
+
+if TYPE_CHECKING:
+    from treesearch.store._scan import Scanner
+
+Key = tuple[int, int, int, int, int]
+Change = tuple[int, str] | None
+
+MAX_PATHS = 128
+"""At most this many changed paths are written here (more: ``update-index``, which streams)."""
+MAX_BYTES = 8 << 20
+"""At most this many bytes of changed files are read and hashed here."""
+
+
+def write_in_process(
+    scanner: Scanner,
+    cache: Mapping[str, Key] | None,
+    tree: str | None,
+    feed: Sequence[str],
+    index_paths: Collection[str],
+    w: WalkResult,
+    max_waiting: int,
+) -> tuple[TreeHash, dict[str, Change]] | None:
+    """The scan's new tree and the index entries it left waiting (added to
+    ``scanner.unsynced``), or ``None``: git is to be run as before. Needs the index's tree and
+    stat cache as of the last scan (``tree``, ``cache``); ``feed``: the paths to hash,
+    ``index_paths``: the paths that may have left the index (see ``Scanner._compare``)."""
+    if tree is None or cache is None:
+        return None
+    stale = set(index_paths).difference(w.files)
+    if not feed and not stale:
+        return None
+    made = write_changes(
+        scanner.workspace,
+        scanner.trees,
+        tree,
+        feed,
+        stale,
+        w.files,
+        scanner.unsynced,
+        max_waiting,
+    )
+    if made is None:
+        return None
+    scanner.unsynced.update(made[1])
+    return TreeHash(made[0]), made[1]
+
+
+def write_changes(
+    root: Path,
+    writer: TreeWriter,
+    tree: str,
+    feed: Sequence[str],
+    stale: Collection[str],
+    files: Mapping[str, Key],
+    waiting: Collection[str],
+    max_waiting: int,
+) -> tuple[str, dict[str, Change]] | None:
+    """The tree ``tree`` becomes when the ``feed`` paths take their content on disk (``files``:
+    their stat keys, from the walk) and the ``stale`` paths go, and the index entries of that
+    edit; ``None`` when git should do it (see the module). ``waiting``: index entries not yet
+    told to git; at most ``max_waiting`` of them may wait afterwards."""
+    if len(feed) + len(stale) > MAX_PATHS:
+        return None
+    if sum(files[p][SIZE] for p in feed) > MAX_BYTES:
+        return None
+    if len(set(waiting).union(feed, stale)) > max_waiting:
+        return None
+    changes: dict[str, Change] = dict.fromkeys(stale)
+    for p in feed:
+        key = files[p]
+        data = _read(root, p, key[MODE])
+        if data is None:
+            return None
+        changes[p] = (git_mode(key[MODE]), writer.blob(data))
+    try:
+        return writer.edit(tree, changes), changes
+    except Unsupported:
+        return None
+
+
+def _read(root: Path, rel: str, st_mode: int) -> bytes | None:
+    """A file's content (a symlink's target), as git would hash it; ``None`` when it cannot be
+    read as the walk saw it (gone, replaced by a folder or a symlink: git is asked then)."""
+    path = os.path.join(root, rel)
+    try:
+        if stat.S_ISLNK(st_mode):
+            return os.fsencode(os.readlink(path))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                return fh.read()
+        finally:
+            os.close(fd)
+    except OSError:
+        return None

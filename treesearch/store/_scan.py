@@ -10,16 +10,15 @@ and the first capture's seeding from the user's own repository (read-only).
 from __future__ import annotations
 
 import os
-import stat
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from treesearch.store._git import GitFailed, GitRunner, blob_oid, isolated_env
+from treesearch.store._git import GitFailed, GitRunner, isolated_env
 from treesearch.store._recheck import Recheck
-from treesearch.store._scan_edit import write_in_process
+from treesearch.store._scan_edit import blob_id_of, write_in_process
 from treesearch.store._scan_known import index_entry_args, new_entries
 from treesearch.store._seed import seed_from_user_repo, user_git_dir
 from treesearch.store._stat import (
@@ -59,6 +58,9 @@ class Scan:
     walk: WalkResult
     hashed: int
     seconds: float
+    raw: tuple[TreeHash, list[bytes]] | None = None
+    """Written in the process (``_scan_edit.py``): the tree edited, and ``diff-tree``'s raw
+    records (split at NUL) from it to ``tree``."""
 
 
 @dataclass(frozen=True)
@@ -251,9 +253,9 @@ class Scanner:
         made = write_in_process(self, cache, tree, c.feed, c.index_paths, w, _UNSYNCED_MAX)
         if made is not None:  # (the index is told later: ``_scan_edit.py``)
             self._remember(cache, w.files, c.feed, c.racy_known, walk_start)
-            self.oids.update((p, e[1]) for p, e in made[1].items() if e and p in self.recent)
+            self.oids.update((p, e[1]) for p, e in made[3].items() if e and p in self.recent)
             self.tree = made[0]
-            return Scan(made[0], w, c.hashed, time.perf_counter() - t0)
+            return Scan(made[0], w, c.hashed, time.perf_counter() - t0, made[1:3])
         restored = self._unsynced_args(c, w, tree is None)
         feed, stale = self._tell_git(c, w, restored)
         if feed or stale or restored or tree is None:
@@ -413,7 +415,7 @@ class Scanner:
             if (
                 oid is None
                 or keys[p][SIZE] > _VERIFY_BYTES
-                or _blob_id(self.workspace, p, keys[p]) != oid
+                or blob_id_of(self.workspace, p, keys[p][MODE], _VERIFY_BYTES) != oid
             ):
                 out.append(p)
         return out
@@ -675,24 +677,6 @@ def _deleted_in_place(root: Path, rel: str, w: WalkResult) -> bool:
     """A file deleted from a folder that is still a real folder (not a symlink or gone)."""
     parent = rel.rpartition("/")[0]
     return parent in w.dir_mtimes and not os.path.lexists(os.path.join(root, rel))
-
-
-def _blob_id(root: Path, rel: str, key: tuple[int, ...]) -> str | None:
-    """git's blob id of a file or symlink as it is now (``None`` if it cannot be read)."""
-    path = os.path.join(root, rel)
-    try:
-        if stat.S_ISLNK(key[MODE]):
-            data = os.fsencode(os.readlink(path))
-        else:
-            with open(path, "rb", opener=_nofollow) as fh:
-                data = fh.read(_VERIFY_BYTES + 1)
-    except OSError:
-        return None
-    return blob_oid(data)
-
-
-def _nofollow(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW)
 
 
 def _under_any(path: str, dirs: set[str]) -> bool:

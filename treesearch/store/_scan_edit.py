@@ -19,8 +19,9 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from treesearch.store._git import blob_oid
 from treesearch.store._stat import git_mode
-from treesearch.store._tree_write import TreeWriter, Unsupported
+from treesearch.store._tree_write import TreeReader, TreeWriter, Unsupported
 from treesearch.store._walk import MODE, SIZE, WalkResult
 from treesearch.types import TreeHash
 
@@ -44,8 +45,9 @@ def write_in_process(
     index_paths: Collection[str],
     w: WalkResult,
     max_waiting: int,
-) -> tuple[TreeHash, dict[str, Change]] | None:
-    """The scan's new tree and the index entries it left waiting (added to
+) -> tuple[TreeHash, TreeHash, list[bytes], dict[str, Change]] | None:
+    """The scan's new tree, the tree it edited, the raw diff records between the two (as
+    ``diff-tree -r -z --raw`` prints them, split at NUL) and the index entries it left waiting (added to
     ``scanner.unsynced``), or ``None``: git is to be run as before. Needs the index's tree and
     stat cache as of the last scan (``tree``, ``cache``); ``feed``: the paths to hash,
     ``index_paths``: the paths that may have left the index (see ``Scanner._compare``)."""
@@ -67,7 +69,8 @@ def write_in_process(
     if made is None:
         return None
     scanner.unsynced.update(made[1])
-    return TreeHash(made[0]), made[1]
+    raw = edit_records(scanner.trees.reader, tree, made[1])
+    return TreeHash(made[0]), TreeHash(tree), raw, made[1]
 
 
 def write_changes(
@@ -103,19 +106,45 @@ def write_changes(
         return None
 
 
-def _read(root: Path, rel: str, st_mode: int) -> bytes | None:
+def edit_records(reader: TreeReader, base: str, changes: Mapping[str, Change]) -> list[bytes]:
+    """``diff-tree -r -z --raw`` of ``base`` and ``base`` with ``changes`` made, split at NUL
+    (head, path, head, path...; paths in git's order, unchanged ones left out)."""
+    out: list[bytes] = []
+    zero = "0" * 40
+    for path in sorted(changes, key=os.fsencode):
+        old, new = reader.lookup(base, path), changes[path]
+        if old == new:
+            continue
+        om, oo = old if old is not None else (0, zero)
+        nm, no = new if new is not None else (0, zero)
+        status = "A" if old is None else "D" if new is None else "M"
+        if status == "M" and stat.S_IFMT(om) != stat.S_IFMT(nm):
+            status = "T"
+        out += [f":{om:06o} {nm:06o} {oo} {no} {status}".encode(), os.fsencode(path)]
+    return out
+
+
+def blob_id_of(root: Path, rel: str, st_mode: int, limit: int) -> str | None:
+    """git's blob id of a file or symlink as it is now, if it can be read and is at most
+    ``limit`` bytes (else ``None``)."""
+    data = _read(root, rel, st_mode, limit)
+    return None if data is None or len(data) > limit else blob_oid(data)
+
+
+def _read(root: Path, rel: str, st_mode: int, limit: int = -1) -> bytes | None:
     """A file's content (a symlink's target), as git would hash it; ``None`` when it cannot be
-    read as the walk saw it (gone, replaced by a folder or a symlink: git is asked then)."""
+    read as the walk saw it (gone, replaced by a folder or a symlink: git is asked then).
+    ``limit``: read at most one byte more than this."""
     path = os.path.join(root, rel)
     try:
         if stat.S_ISLNK(st_mode):
             return os.fsencode(os.readlink(path))
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return None
             with os.fdopen(os.dup(fd), "rb") as fh:
-                return fh.read()
+                return fh.read(limit + 1 if limit >= 0 else -1)
         finally:
             os.close(fd)
     except OSError:

@@ -105,6 +105,16 @@ class TreeReader:
         self.remember(tree, parsed)
         return parsed
 
+    def lookup(self, tree: str, path: str) -> tuple[int, str] | None:
+        """The entry (mode, id) of ``path`` in ``tree``; ``None``: not there."""
+        *folders, name = os.fsencode(path).split(b"/")
+        for part in folders:
+            entry = self.entries(tree).get(part)
+            if entry is None or entry[0] != TREE_MODE:
+                return None
+            tree = entry[1]
+        return self.entries(tree).get(name)
+
     def remember(self, tree: str, entries: Entries) -> None:
         self.cache[tree] = entries
         if len(self.cache) > _CACHE_MAX:

@@ -502,6 +502,7 @@ class ShadowStore:
                 self._scanner.indexed,
                 counts=scan.hashed <= 256,
                 note_oid=self._scanner.note_oid,
+                raw=scan.raw,
             )
         snap = self._catalogue.record(
             kind,

@@ -253,9 +253,9 @@ class Scanner:
         made = write_in_process(self, cache, tree, c.feed, c.index_paths, w, _UNSYNCED_MAX)
         if made is not None:  # (the index is told later: ``_scan_edit.py``)
             self._remember(cache, w.files, c.feed, c.racy_known, walk_start)
-            self.oids.update((p, e[1]) for p, e in made[3].items() if e and p in self.recent)
-            self.tree = made[0]
-            return Scan(made[0], w, c.hashed, time.perf_counter() - t0, made[1:3])
+            self.oids.update((p, oid) for p, oid in made.hashed.items() if p in self.recent)
+            self.tree = made.tree
+            return Scan(made.tree, w, c.hashed, time.perf_counter() - t0, made[1:3])
         restored = self._unsynced_args(c, w, tree is None)
         feed, stale = self._tell_git(c, w, restored)
         if feed or stale or restored or tree is None:

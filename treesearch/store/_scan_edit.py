@@ -17,7 +17,7 @@ import os
 import stat
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from treesearch.store._git import blob_oid
 from treesearch.store._stat import git_mode
@@ -37,6 +37,20 @@ MAX_BYTES = 8 << 20
 """At most this many bytes of changed files are read and hashed here."""
 
 
+class Written(NamedTuple):
+    """What ``write_in_process`` made."""
+
+    tree: TreeHash
+    base: TreeHash
+    """The tree it edited (the index's, as the scanner knew it)."""
+    raw: list[bytes]
+    """``diff-tree -r -z --raw``'s records from ``base`` to ``tree``, split at NUL."""
+    entries: dict[str, Change]
+    """The index entries that changed (now waiting in ``scanner.unsynced``)."""
+    hashed: dict[str, str]
+    """The blob id of every path hashed (changed or not)."""
+
+
 def write_in_process(
     scanner: Scanner,
     cache: Mapping[str, Key] | None,
@@ -45,32 +59,27 @@ def write_in_process(
     index_paths: Collection[str],
     w: WalkResult,
     max_waiting: int,
-) -> tuple[TreeHash, TreeHash, list[bytes], dict[str, Change]] | None:
-    """The scan's new tree, the tree it edited, the raw diff records between the two (as
-    ``diff-tree -r -z --raw`` prints them, split at NUL) and the index entries it left waiting (added to
-    ``scanner.unsynced``), or ``None``: git is to be run as before. Needs the index's tree and
-    stat cache as of the last scan (``tree``, ``cache``); ``feed``: the paths to hash,
-    ``index_paths``: the paths that may have left the index (see ``Scanner._compare``)."""
+) -> Written | None:
+    """The scan's new tree, written here, or ``None``: git is to be run as before. Needs the
+    index's tree and stat cache as of the last scan (``tree``, ``cache``); ``feed``: the paths
+    to hash, ``index_paths``: the paths that may have left the index (see
+    ``Scanner._compare``); at most ``max_waiting`` entries may wait in ``scanner.unsynced``."""
     if tree is None or cache is None:
         return None
     stale = set(index_paths).difference(w.files)
     if not feed and not stale:
         return None
-    made = write_changes(
-        scanner.workspace,
-        scanner.trees,
-        tree,
-        feed,
-        stale,
-        w.files,
-        scanner.unsynced,
-        max_waiting,
-    )
+    if len(feed) + len(stale) > MAX_PATHS or sum(w.files[p][SIZE] for p in feed) > MAX_BYTES:
+        return None
+    if len(set(scanner.unsynced).union(feed, stale)) > max_waiting:
+        return None
+    made = write_changes(scanner.workspace, scanner.trees, tree, feed, stale, w.files)
     if made is None:
         return None
-    scanner.unsynced.update(made[1])
-    raw = edit_records(scanner.trees.reader, tree, made[1])
-    return TreeHash(made[0]), TreeHash(tree), raw, made[1]
+    new_tree, entries, hashed = made
+    scanner.unsynced.update(entries)
+    raw = edit_records(scanner.trees.reader, tree, entries)
+    return Written(TreeHash(new_tree), TreeHash(tree), raw, entries, hashed)
 
 
 def write_changes(
@@ -80,28 +89,31 @@ def write_changes(
     feed: Sequence[str],
     stale: Collection[str],
     files: Mapping[str, Key],
-    waiting: Collection[str],
-    max_waiting: int,
-) -> tuple[str, dict[str, Change]] | None:
+) -> tuple[str, dict[str, Change], dict[str, str]] | None:
     """The tree ``tree`` becomes when the ``feed`` paths take their content on disk (``files``:
-    their stat keys, from the walk) and the ``stale`` paths go, and the index entries of that
-    edit; ``None`` when git should do it (see the module). ``waiting``: index entries not yet
-    told to git; at most ``max_waiting`` of them may wait afterwards."""
-    if len(feed) + len(stale) > MAX_PATHS:
-        return None
-    if sum(files[p][SIZE] for p in feed) > MAX_BYTES:
-        return None
-    if len(set(waiting).union(feed, stale)) > max_waiting:
-        return None
-    changes: dict[str, Change] = dict.fromkeys(stale)
+    their stat keys, from the walk) and the ``stale`` paths go; the entries that changed; the
+    blob id of each path hashed. ``None`` when git should do it (see the module). Only what
+    ``tree`` lacks is written (an object it holds may be packed: never written loose again)."""
+    reader = writer.reader
+    changes: dict[str, Change] = {p: None for p in stale if reader.lookup(tree, p) is not None}
+    hashed: dict[str, str] = {}
     for p in feed:
         key = files[p]
         data = _read(root, p, key[MODE])
         if data is None:
             return None
-        changes[p] = (git_mode(key[MODE]), writer.blob(data))
+        entry = (git_mode(key[MODE]), blob_oid(data))
+        hashed[p] = entry[1]
+        old = reader.lookup(tree, p)
+        if old == entry:
+            continue
+        if old is None or old[1] != entry[1]:
+            writer.blob(data)
+        changes[p] = entry
+    if not changes:
+        return tree, changes, hashed
     try:
-        return writer.edit(tree, changes), changes
+        return writer.edit(tree, changes), changes, hashed
     except Unsupported:
         return None
 

@@ -270,10 +270,11 @@ def test_a_session_step_s_small_capture_starts_no_git_process(
         store.close()
 
 
-def test_a_session_capture_after_a_step_starts_no_git_process(
+def test_a_session_step_writing_a_small_file_starts_no_git_process(
     tmp_path: Path, watch_mode: bool, git_path_log: Path
 ) -> None:
-    """Through the session: its capture before and after a step that writes a small file."""
+    """Through the session: its captures before and after a step that writes a small file,
+    and the step's diff summary (line counts as git gives them)."""
     ws = tmp_path / "ws"
     (ws / "pkg").mkdir(parents=True)
     for i in range(20):
@@ -295,11 +296,17 @@ def test_a_session_capture_after_a_step_starts_no_git_process(
                 captures.append(_calls(git_path_log)[start:])
 
         store.capture = capture  # type: ignore[method-assign]
+        start = len(_calls(git_path_log))
         step = session.step(
-            [{"name": "write_file", "arguments": {"path": "pkg/m1.py", "content": "1\n"}}]
+            [{"name": "write_file", "arguments": {"path": "pkg/m1.py", "content": "1\n2\n"}}]
         )
         assert step.tree_before != step.tree_after
         assert captures == [[], []]
+        # Nor does the step's diff summary (its line counts came with the capture).
+        assert _calls(git_path_log)[start:] == []
+        out = store._git.run(["diff-tree", "-r", "--numstat", step.tree_before, step.tree_after])
+        assert out == b"2\t1\tpkg/m1.py\n"
+        assert (step.diff.files, step.diff.insertions, step.diff.deletions) == (1, 2, 1)
         session.close()
     finally:
         store.close()

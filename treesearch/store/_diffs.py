@@ -73,17 +73,21 @@ class Diffs:
         *,
         counts: bool,
         note_oid: Callable[[str, str], None],
-        raw: tuple[TreeHash, list[bytes]] | None = None,
+        raw: tuple[TreeHash, list[bytes], Callable[[], list[bytes] | None]] | None = None,
     ) -> list[str]:
         """Paths changed since ``last`` (content, permission bits, empty folders). With
         ``counts`` (a small change), the file-level diff with line counts is kept too: a session
         asks for exactly that right after a capture. ``note_oid`` learns each new blob id.
-        ``raw``: the scan's own diff records from a tree to ``tree`` (``_scan_edit.py``), used
-        (no git process) when that tree is ``last``'s."""
+        ``raw``: the scan's own diff records from a tree to ``tree`` and a function that
+        counts their lines (``_scan_edit.py``), used (no git process) when that tree is
+        ``last``'s."""
         paths: set[str] = set()
         if last.tree != tree:
             if raw is not None and raw[0] == last.tree:
                 fields = raw[1]
+                numstat = raw[2]() if counts else None
+                if numstat is not None:
+                    self.remember(parse_diff(last.tree, tree, [*fields, *numstat], 0))
             else:
                 extra = ["--raw", "--numstat"] if counts else []
                 out = self.run(["diff-tree", "-r", "-z", "--no-renames", *extra, last.tree, tree])

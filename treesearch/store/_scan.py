@@ -58,9 +58,9 @@ class Scan:
     walk: WalkResult
     hashed: int
     seconds: float
-    raw: tuple[TreeHash, list[bytes]] | None = None
-    """Written in the process (``_scan_edit.py``): the tree edited, and ``diff-tree``'s raw
-    records (split at NUL) from it to ``tree``."""
+    raw: tuple[TreeHash, list[bytes], Callable[[], list[bytes] | None]] | None = None
+    """Written in the process (``_scan_edit.py``): the tree edited, ``diff-tree``'s raw records
+    (split at NUL) from it to ``tree``, and its ``--numstat`` records when asked for."""
 
 
 @dataclass(frozen=True)
@@ -255,7 +255,8 @@ class Scanner:
             self._remember(cache, w.files, c.feed, c.racy_known, walk_start)
             self.oids.update((p, oid) for p, oid in made.hashed.items() if p in self.recent)
             self.tree = made.tree
-            return Scan(made.tree, w, c.hashed, time.perf_counter() - t0, made[1:3])
+            raw = (made.base, made.raw, made.counts)
+            return Scan(made.tree, w, c.hashed, time.perf_counter() - t0, raw)
         restored = self._unsynced_args(c, w, tree is None)
         feed, stale = self._tell_git(c, w, restored)
         if feed or stale or restored or tree is None:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from treesearch.store._git import blob_oid
+from treesearch.store._numstat import numstat
+from treesearch.store._scan_known import index_entry_args
 from treesearch.store._stat import git_mode
 from treesearch.store._tree_write import TreeReader, TreeWriter, Unsupported
 from treesearch.store._walk import MODE, SIZE, WalkResult
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 Key = tuple[int, int, int, int, int]
 Change = tuple[int, str] | None
 
+_REGULAR = {b"000000", b"100644", b"100755"}
 MAX_PATHS = 128
 """At most this many changed paths are written here (more: ``update-index``, which streams)."""
 MAX_BYTES = 8 << 20
@@ -49,6 +52,8 @@ class Written(NamedTuple):
     """The index entries that changed (now waiting in ``scanner.unsynced``)."""
     hashed: dict[str, str]
     """The blob id of every path hashed (changed or not)."""
+    counts: Callable[[], list[bytes] | None]
+    """``--numstat``'s records of the same diff (``_numstat.py``), or ``None``: ask git."""
 
 
 def write_in_process(
@@ -76,10 +81,75 @@ def write_in_process(
     made = write_changes(scanner.workspace, scanner.trees, tree, feed, stale, w.files)
     if made is None:
         return None
-    new_tree, entries, hashed = made
+    new_tree, entries, hashed, data = made
     scanner.unsynced.update(entries)
-    raw = edit_records(scanner.trees.reader, tree, entries)
-    return Written(TreeHash(new_tree), TreeHash(tree), raw, entries, hashed)
+    reader = scanner.trees.reader
+    raw = edit_records(reader, tree, entries)
+    attributes = _attributes_apply(reader, tree, w, scanner.unsynced)
+
+    def counts() -> list[bytes] | None:
+        return None if attributes(entries) else count_lines(reader, raw, data)
+
+    return Written(TreeHash(new_tree), TreeHash(tree), raw, entries, hashed, counts)
+
+
+def _attributes_apply(
+    reader: TreeReader, tree: str, w: WalkResult, waiting: Mapping[str, Change]
+) -> Callable[[Collection[str]], bool]:
+    """Could a ``.gitattributes`` change how git diffs one of the paths (one in a folder above
+    it, on disk or in ``tree``, or one whose index entry waits)?"""
+
+    def apply(paths: Collection[str]) -> bool:
+        if any(p.rpartition("/")[2] == ".gitattributes" for p in waiting):
+            return True
+        folders = {""}
+        for p in paths:
+            parts = p.split("/")
+            folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
+        for d in folders:
+            if ".gitattributes" in w.dir_names.get(d, ()):
+                return True
+            if reader.lookup(tree, f"{d}/.gitattributes" if d else ".gitattributes"):
+                return True
+        return False
+
+    return apply
+
+
+def count_lines(
+    reader: TreeReader, raw: list[bytes], data: Mapping[str, bytes]
+) -> list[bytes] | None:
+    """``--numstat`` records (``added\\tdeleted\\tpath``) of the ``raw`` records, new contents
+    in ``data`` (path -> bytes), old ones read; ``None`` for anything but regular files, or
+    what ``numstat`` leaves to git."""
+    out: list[bytes] = []
+    for head, path in zip(raw[::2], raw[1::2], strict=True):
+        old_mode, new_mode, old_oid, new_oid, status = head[1:].split(b" ")
+        if status not in (b"A", b"D", b"M") or not {old_mode, new_mode} <= _REGULAR:
+            return None
+        p = os.fsdecode(path)
+        old = reader.read(old_oid.decode(), "blob") if status != b"A" else None
+        new = None
+        if status != b"D":
+            new = data.get(p)
+            new = reader.read(new_oid.decode(), "blob") if new is None else new
+        counted = numstat(old, new)
+        if counted is None:
+            return None
+        added, deleted, binary = counted
+        out.append(b"-\t-\t" + path if binary else b"%d\t%d\t%s" % (added, deleted, path))
+    return out
+
+
+def tell_index(scanner: Scanner) -> None:
+    """Give git the index entries that wait and write the index's tree, so that the index holds
+    every object the scanner trusts (``gc`` keeps what the index holds, and drops from it
+    nothing a waiting entry removed). Should git's tree differ, the scanner forgets its own."""
+    if scanner.unsynced:
+        scanner.run(["update-index", *index_entry_args(scanner.unsynced)])
+        scanner.unsynced = {}
+    if scanner.tree is not None and scanner.run(["write-tree"]).decode().strip() != scanner.tree:
+        scanner.forget_index()
 
 
 def write_changes(
@@ -89,14 +159,15 @@ def write_changes(
     feed: Sequence[str],
     stale: Collection[str],
     files: Mapping[str, Key],
-) -> tuple[str, dict[str, Change], dict[str, str]] | None:
+) -> tuple[str, dict[str, Change], dict[str, str], dict[str, bytes]] | None:
     """The tree ``tree`` becomes when the ``feed`` paths take their content on disk (``files``:
     their stat keys, from the walk) and the ``stale`` paths go; the entries that changed; the
-    blob id of each path hashed. ``None`` when git should do it (see the module). Only what
+    blob id of each path hashed; the content of each changed one. ``None`` when git should do it (see the module). Only what
     ``tree`` lacks is written (an object it holds may be packed: never written loose again)."""
     reader = writer.reader
     changes: dict[str, Change] = {p: None for p in stale if reader.lookup(tree, p) is not None}
     hashed: dict[str, str] = {}
+    contents: dict[str, bytes] = {}
     for p in feed:
         key = files[p]
         data = _read(root, p, key[MODE])
@@ -109,11 +180,12 @@ def write_changes(
             continue
         if old is None or old[1] != entry[1]:
             writer.blob(data)
+            contents[p] = data
         changes[p] = entry
     if not changes:
-        return tree, changes, hashed
+        return tree, changes, hashed, contents
     try:
-        return writer.edit(tree, changes), changes, hashed
+        return writer.edit(tree, changes), changes, hashed, contents
     except Unsupported:
         return None
 

@@ -98,12 +98,14 @@ class TreeReader:
         known = self.cache.get(tree)
         if known is not None:
             return known
-        content = self._loose(tree)
-        if content is None:
-            content = self._batch(tree)
-        parsed = parse_tree(content)
+        parsed = parse_tree(self.read(tree, "tree"))
         self.remember(tree, parsed)
         return parsed
+
+    def read(self, oid: str, kind: str) -> bytes:
+        """The content of object ``oid``, which must be of ``kind`` (``tree``, ``blob``)."""
+        content = self._loose(oid, kind)
+        return content if content is not None else self._batch(oid, kind)
 
     def lookup(self, tree: str, path: str) -> tuple[int, str] | None:
         """The entry (mode, id) of ``path`` in ``tree``; ``None``: not there."""
@@ -121,9 +123,9 @@ class TreeReader:
             for old in list(self.cache)[: _CACHE_MAX // 4]:
                 del self.cache[old]
 
-    def _loose(self, oid: str) -> bytes | None:
-        """The tree's content from its loose object, id checked; ``None``: not loose (or not a
-        clean tree: git then reads it, and reports any damage)."""
+    def _loose(self, oid: str, kind: str) -> bytes | None:
+        """The object's content from its loose object, id checked; ``None``: not loose (or not
+        a clean object of ``kind``: git then reads it, and reports any damage)."""
         path = os.path.join(self._objects_dir(), oid[:2], oid[2:])
         try:
             with open(path, "rb") as fh:
@@ -132,13 +134,15 @@ class TreeReader:
         except (OSError, zlib.error):
             return None
         head, sep, content = full.partition(b"\0")
-        if not sep or head != b"tree %d" % len(content) or object_id("tree", content) != oid:
+        if not sep or head != b"%s %d" % (kind.encode(), len(content)):
+            return None
+        if object_id(kind, content) != oid:
             return None
         return content
 
-    def _batch(self, oid: str) -> bytes:
-        """The tree's content from ``cat-file --batch``; restarted once on a miss (a pack that
-        another process wrote after it started, which git may not look for again)."""
+    def _batch(self, oid: str, kind: str) -> bytes:
+        """The object's content from ``cat-file --batch``; restarted once on a miss (a pack
+        that another process wrote after it started, which git may not look for again)."""
         for attempt in (0, 1):
             if self._proc is None or self._proc.poll() is not None or attempt:
                 self.close()
@@ -162,13 +166,17 @@ class TreeReader:
                 header = b""
             parts = header.split()
             if len(parts) == 3 and parts[0] == oid.encode():
-                if parts[1] != b"tree":
-                    raise GitFailed(["cat-file", "--batch", oid], 1, b"not a tree: " + header)
+                if parts[1] != kind.encode():
+                    raise GitFailed(
+                        ["cat-file", "--batch", oid], 1, b"not a %s: %s" % (kind.encode(), header)
+                    )
                 size = int(parts[2])
                 content = proc.stdout.read(size + 1)[:size]
                 if len(content) == size:
                     return content
-        raise GitFailed(["cat-file", "--batch", oid], 1, b"tree missing: " + header)
+        raise GitFailed(
+            ["cat-file", "--batch", oid], 1, b"%s missing: %s" % (kind.encode(), header)
+        )
 
     def close(self) -> None:
         proc, self._proc = self._proc, None

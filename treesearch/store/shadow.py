@@ -54,6 +54,7 @@ from treesearch.store._pack import Packer
 from treesearch.store._restore import Restorer
 from treesearch.store._retention import GcPolicy
 from treesearch.store._scan import Scan, Scanner
+from treesearch.store._scan_edit import tell_index
 from treesearch.store.values import CaptureStats, Diff, RestoreResult, Snapshot
 
 # splitIndex.sharedIndexExpire = now: a new shared index (written when a fifth of the entries
@@ -660,9 +661,8 @@ class ShadowStore:
         held = contextlib.nullcontext() if dry_run else self.hold("gc")
         with held, self.lock(), errors(GcError, "gc failed"):
             if not dry_run:
-                # The scan's tree and waiting index entries may be objects no ref or index
-                # entry holds yet (``_scan_edit.py``): the next scan asks the index again.
-                self._scanner.forget_index()
+                # The scan's tree and waiting index entries (``_scan_edit.py``) into the index.
+                tell_index(self._scanner)
             return self._catalogue.gc(policy, max_bytes, protect, drop, dry_run)
 
     def fsck(self) -> str:

@@ -17,8 +17,10 @@ from conftest import tree_digest
 
 from treesearch.session import TransactionalSession
 from treesearch.store import ShadowStore, _git
+from treesearch.store._diffs import parse_diff
 from treesearch.store._git import GitRunner, isolated_env
 from treesearch.store._tree_write import EMPTY_TREE, TreeWriter, Unsupported
+from treesearch.store.values import Diff, TreeHash
 from treesearch.store.workers import adopt, open_worker_store, worker_view
 
 NAMES = ["a", "a.b", "a-b", "a0", "a_", "b", "ab", "a b", "é", "Z", "z.txt"]
@@ -370,5 +372,77 @@ def test_a_big_restore_drops_older_waiting_entries_of_its_paths_regression(
         snap = store.capture()
         store.materialize(snap.commit, tmp_path / "out")
         assert (tmp_path / "out" / "d" / "f0.txt").read_text() == "0\n"
+    finally:
+        store.close()
+
+
+def _git_diff(store: ShadowStore, a: str, b: str) -> Diff:
+    out = store._git.run(["diff-tree", "-r", "-z", "--no-renames", "--raw", "--numstat", a, b])
+    return parse_diff(TreeHash(a), TreeHash(b), out.split(b"\0"), 0)
+
+
+def test_diffs_of_snapshots_without_git_equal_git_s_on_random_edits(
+    tmp_path: Path, watch_mode: bool
+) -> None:
+    """File-level diffs with line counts the store makes from its trees (``diffs``, and a
+    step's summary, ``diff(..., max_patch_bytes=0)``) equal ``git diff-tree``'s for random pairs
+    of snapshots of random edits; most are made without git."""
+    ws = tmp_path / "ws"
+    (ws / "a").mkdir(parents=True)
+    (ws / "a" / "x").write_text("x\n\ny\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    rng = random.Random(7)
+    try:
+        snaps = [store.capture()]
+        for i in range(20):
+            _edit_randomly(ws, rng)
+            target = ws / "log" / "x.txt"  # a text file that grows and shrinks
+            target.parent.mkdir(exist_ok=True)
+            lines = target.read_text().splitlines(True) if target.is_file() else []
+            del lines[: rng.randint(0, 2)]
+            lines.insert(rng.randint(0, len(lines)), rng.choice(["\n", "}\n", f"{i}\n"]))
+            target.write_text("".join(lines))
+            snaps.append(store.capture(label=f"s{i}"))
+        local = 0
+        for _ in range(40):
+            a, b = rng.sample(snaps, 2)
+            local += store._diffs.local(a.tree, b.tree) is not None
+            store._diffs.cache.clear()
+            assert (
+                store.diffs([(a.commit, b.commit)])[0].files
+                == _git_diff(store, a.tree, b.tree).files
+            )
+            store._diffs.cache.clear()
+            assert (
+                store.diff(a.commit, b.commit, max_patch_bytes=0).files
+                == _git_diff(store, a.tree, b.tree).files
+            )
+        assert local >= 20
+    finally:
+        store.close()
+
+
+def test_diffs_with_a_gitattributes_on_the_path_are_git_s(tmp_path: Path, watch_mode: bool) -> None:
+    """A ``.gitattributes`` can make git count a text file as binary (``-diff``): the step's
+    counts and the diffs are then git's own."""
+    ws = tmp_path / "ws"
+    (ws / "data").mkdir(parents=True)
+    (ws / "data" / ".gitattributes").write_text("*.dat -diff\n")
+    (ws / "data" / "a.dat").write_text("one\n")
+    (ws / "b.txt").write_text("one\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    try:
+        first = store.capture()
+        store.capture()
+        (ws / "data" / "a.dat").write_text("one\ntwo\n")
+        (ws / "b.txt").write_text("one\ntwo\n")
+        second = store.capture()
+        diff = store.diff(first.commit, second.commit, max_patch_bytes=0)
+        by_path = {f.path: f for f in diff.files}
+        assert by_path["data/a.dat"].binary and not by_path["b.txt"].binary
+        assert by_path["b.txt"].added_lines == 1
+        assert diff.files == _git_diff(store, first.tree, second.tree).files
+        store._diffs.cache.clear()
+        assert store.diffs([(first.commit, second.commit)])[0].files == diff.files
     finally:
         store.close()

@@ -23,7 +23,7 @@ from treesearch.store._git import blob_oid
 from treesearch.store._numstat import numstat
 from treesearch.store._scan_known import index_entry_args
 from treesearch.store._stat import git_mode
-from treesearch.store._tree_write import TreeReader, TreeWriter, Unsupported
+from treesearch.store._tree_write import TREE_MODE, TreeReader, TreeWriter, Unsupported
 from treesearch.store._walk import MODE, SIZE, WalkResult
 from treesearch.types import TreeHash
 
@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 Key = tuple[int, int, int, int, int]
 Change = tuple[int, str] | None
 
-_REGULAR = {b"000000", b"100644", b"100755"}
+_REGULAR = {b"000000", b"100644", b"100755", b"120000"}
+_ZERO = "0" * 40
 MAX_PATHS = 128
 """At most this many changed paths are written here (more: ``update-index``, which streams)."""
 MAX_BYTES = 8 << 20
@@ -85,7 +86,7 @@ def write_in_process(
     scanner.unsynced.update(entries)
     reader = scanner.trees.reader
     raw = edit_records(reader, tree, entries)
-    attributes = _attributes_apply(reader, tree, w, scanner.unsynced)
+    attributes = _attributes_apply(reader, tree, lambda d: w.dir_names.get(d, ()), scanner.unsynced)
 
     def counts() -> list[bytes] | None:
         return None if attributes(entries) else count_lines(reader, raw, data)
@@ -94,10 +95,14 @@ def write_in_process(
 
 
 def _attributes_apply(
-    reader: TreeReader, tree: str, w: WalkResult, waiting: Mapping[str, Change]
+    reader: TreeReader,
+    tree: str,
+    names_of: Callable[[str], Collection[str]],
+    waiting: Mapping[str, Change],
 ) -> Callable[[Collection[str]], bool]:
-    """Could a ``.gitattributes`` change how git diffs one of the paths (one in a folder above
-    it, on disk or in ``tree``, or one whose index entry waits)?"""
+    """Could a ``.gitattributes`` change how git diffs one of the paths: one in a folder above
+    it on disk (``names_of(folder)``: the names the last walk saw there) or in ``tree`` (the
+    index's, with the entries ``waiting``), or one whose index entry waits?"""
 
     def apply(paths: Collection[str]) -> bool:
         if any(p.rpartition("/")[2] == ".gitattributes" for p in waiting):
@@ -107,13 +112,89 @@ def _attributes_apply(
             parts = p.split("/")
             folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
         for d in folders:
-            if ".gitattributes" in w.dir_names.get(d, ()):
+            if ".gitattributes" in names_of(d):
                 return True
             if reader.lookup(tree, f"{d}/.gitattributes" if d else ".gitattributes"):
                 return True
         return False
 
     return apply
+
+
+MAX_DIFF_PATHS = 256
+"""Tree pairs with more changed paths than this are diffed by git."""
+
+
+def diff_in_process(scanner: Scanner, a: str, b: str) -> list[bytes] | None:
+    """``diff-tree -r -z --raw --numstat`` of trees ``a`` and ``b``, split at NUL, from the
+    store's tree reader (trees already parsed cost nothing); ``None``: ask git (a file and a
+    folder of one name, many changes, anything ``count_lines`` leaves to git, or a
+    ``.gitattributes`` that could apply)."""
+    walker, tree = scanner.walker, scanner.tree
+    if walker is None or tree is None:
+        return None
+    reader = scanner.trees.reader
+    raw: list[tuple[bytes, bytes]] = []
+    if not _tree_diff(reader, a, b, b"", raw):
+        return None
+    raw.sort(key=lambda r: r[1])
+    fields = [f for record in raw for f in record]
+    dirs = walker.dirs
+
+    def names_of(d: str) -> Collection[str]:
+        record = dirs.get(d)
+        return record.names if record is not None else ()
+
+    paths = [os.fsdecode(p) for _h, p in raw]
+    if _attributes_apply(reader, tree, names_of, scanner.unsynced)(paths):
+        return None
+    counted = count_lines(reader, fields, {})
+    return None if counted is None else fields + counted
+
+
+def _tree_diff(
+    reader: TreeReader, a: str | None, b: str | None, prefix: bytes, out: list[tuple[bytes, bytes]]
+) -> bool:
+    """Add the raw records of ``a`` -> ``b`` (``None``: no tree; paths under ``prefix``) to
+    ``out``, as ``diff-tree -r`` (a file and a folder of one name: the one is deleted, the
+    other's files added); False: too many changes (git is asked)."""
+    ea = reader.entries(a) if a is not None else {}
+    eb = reader.entries(b) if b is not None else {}
+    for name in ea.keys() | eb.keys():
+        x, y = ea.get(name), eb.get(name)
+        if x == y:
+            continue
+        x_tree = x is not None and x[0] == TREE_MODE
+        y_tree = y is not None and y[0] == TREE_MODE
+        path = prefix + name
+        if x_tree or y_tree:
+            sub_a = x[1] if x is not None and x_tree else None
+            sub_b = y[1] if y is not None and y_tree else None
+            if not _tree_diff(reader, sub_a, sub_b, path + b"/", out):
+                return False
+            if x is not None and not x_tree:
+                _record(x, None, path, out)
+            if y is not None and not y_tree:
+                _record(None, y, path, out)
+        else:
+            _record(x, y, path, out)
+        if len(out) > MAX_DIFF_PATHS:
+            return False
+    return True
+
+
+def _record(
+    x: tuple[int, str] | None,
+    y: tuple[int, str] | None,
+    path: bytes,
+    out: list[tuple[bytes, bytes]],
+) -> None:
+    om, oo = x if x is not None else (0, _ZERO)
+    nm, no = y if y is not None else (0, _ZERO)
+    status = "A" if x is None else "D" if y is None else "M"
+    if status == "M" and stat.S_IFMT(om) != stat.S_IFMT(nm):
+        status = "T"
+    out.append((f":{om:06o} {nm:06o} {oo} {no} {status}".encode(), path))
 
 
 def count_lines(

@@ -57,14 +57,11 @@ def _git_numstat(
     git = GitRunner(git_dir, tmp_path, tmp_path / "index")
     writer = TreeWriter(git, tmp_path)
     try:
-        sides = [
-            {
-                p: (0o100644, writer.blob(pair[i]))
-                for p, pair in pairs.items()
-                if pair[i] is not None
-            }
-            for i in (0, 1)
-        ]
+        sides: list[dict[str, tuple[int, str]]] = [{}, {}]
+        for p, pair in pairs.items():
+            for i, data in enumerate(pair):
+                if data is not None:  # (b"": an empty file, which exists)
+                    sides[i][p] = (0o100644, writer.blob(data))
         ta, tb = writer.edit(None, sides[0]), writer.edit(None, sides[1])
         out = git.run(["diff-tree", "-r", "-z", "--no-renames", "--numstat", ta, tb])
     finally:
@@ -100,12 +97,12 @@ def test_numstat_counts_what_git_where_xdiff_discards_lines_with_many_equals(
         pairs[f"f{i:03d}"] = (b"".join(a), b"".join(b))
     want = _git_numstat(tmp_path, pairs)
     not_minimal = 0
-    for path, (a, b) in pairs.items():
-        assert a is not None and b is not None
-        if a == b:
+    for path, (old, new) in pairs.items():
+        assert old is not None and new is not None
+        if old == new:
             continue
-        assert numstat(a, b) == want[path], (path, a, b)
-        ra, rb = records(a), records(b)
+        assert numstat(old, new) == want[path], (path, old, new)
+        ra, rb = records(old), records(new)
         cost = _myers_cost(ra, rb)
         assert cost is not None
         common = (len(ra) + len(rb) - cost) // 2
@@ -131,14 +128,14 @@ def test_numstat_counts_what_git_diff_tree_counts_on_random_edits(tmp_path: Path
             pairs[path] = (a, b)
     want = _git_numstat(tmp_path, pairs)
     counted = skipped = 0
-    for path, (a, b) in pairs.items():
-        got = numstat(a, b)
+    for path, (old, new) in pairs.items():
+        got = numstat(old, new)
         if got is None:
             skipped += 1
             continue
-        if a == b:
+        if old == new:
             assert got == (0, 0, False) and path not in want
             continue
-        assert got == want[path], (path, a, b)
+        assert got == want[path], (path, old, new)
         counted += 1
     assert counted >= 300 and skipped <= 20

@@ -189,10 +189,36 @@ class StoreMeter:
 
 
 def _cpu() -> float:
-    """CPU seconds used so far by this process and its waited-for children (git)."""
+    """CPU seconds used so far by this process, its waited-for children (git) and its live
+    ``git`` children (the store's long-lived ``cat-file --batch``: never waited for until the
+    store closes, so ``RUSAGE_CHILDREN`` would leave its work out)."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime + _live_git_cpu()
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _live_git_cpu() -> float:
+    """CPU seconds of this process's live ``git`` children (from ``/proc``; 0 elsewhere)."""
+    total = 0
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/children") as fh:
+            pids = fh.read().split()
+    except OSError:
+        return 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        if comm == "git":
+            fields = stat[stat.rindex(")") + 2 :].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / _TICK
 
 
 def _get(obj: Any, name: str) -> Any:

@@ -46,10 +46,7 @@ def write_object(objects_dir: Path, kind: str, content: bytes, *, tmp_dir: Path)
     path = folder / oid[2:]
     if os.path.exists(path):
         return oid
+    folder.mkdir(exist_ok=True)
     raw = zlib.compress(b"%s %d\0" % (kind.encode(), len(content)) + content, 1)
-    try:
-        atomic_write(path, raw, tmp_dir=tmp_dir, perm=0o444)
-    except FileNotFoundError:  # the fan-out folder is missing (packing removes empty ones)
-        folder.mkdir(exist_ok=True)
-        atomic_write(path, raw, tmp_dir=tmp_dir, perm=0o444)
+    atomic_write(path, raw, tmp_dir=tmp_dir, perm=0o444)
     return oid

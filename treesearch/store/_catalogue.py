@@ -403,6 +403,7 @@ class Catalogue:
             return GcResult(tuple(s.commit for s in drop), kept, before, before, True, tuple(drop))
         self._drop(drop)
         self.run(["gc", "--prune=now", "--quiet"])
+        self.bump()  # other processes forget what they trusted (objects no ref held are gone)
         after = self.disk_usage()
         if max_bytes is not None:
             rest = pressure_order(snaps, policy, keep=keep, dropped={s.commit for s in drop})

@@ -10,15 +10,15 @@ and the first capture's seeding from the user's own repository (read-only).
 from __future__ import annotations
 
 import os
-import stat
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from treesearch.store._git import GitFailed, GitRunner, blob_oid, isolated_env
+from treesearch.store._git import GitFailed, GitRunner, isolated_env
 from treesearch.store._recheck import Recheck
+from treesearch.store._scan_edit import blob_id_of, write_in_process
 from treesearch.store._scan_known import index_entry_args, new_entries
 from treesearch.store._seed import seed_from_user_repo, user_git_dir
 from treesearch.store._stat import (
@@ -31,6 +31,7 @@ from treesearch.store._stat import (
     write_scan_time,
 )
 from treesearch.store._stat import is_racy as _is_racy
+from treesearch.store._tree_write import TreeWriter
 from treesearch.store._walk import MODE, SIZE, IgnoreRules, NeedFullWalk, Walker, WalkResult
 from treesearch.store._watch import Inotify
 from treesearch.types import TreeHash
@@ -57,6 +58,9 @@ class Scan:
     walk: WalkResult
     hashed: int
     seconds: float
+    raw: tuple[TreeHash, list[bytes], Callable[[], list[bytes] | None]] | None = None
+    """Written in the process (``_scan_edit.py``): the tree edited, ``diff-tree``'s raw records
+    (split at NUL) from it to ``tree``, and its ``--numstat`` records when asked for."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,8 @@ class Scanner:
         """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
         self.recheck = Recheck()
         """Without a watcher: what the next walk must list again (``_recheck.py``)."""
+        self.trees = TreeWriter(git, store)
+        """Writes a small scan's blobs and trees without git (``_scan_edit.py``)."""
 
     # ------------------------------------------------------------------ state
 
@@ -147,6 +153,7 @@ class Scanner:
         self.signature = None
 
     def close(self) -> None:
+        self.trees.close()
         if self.watch is not None:
             self.watch.close()
             self.watch = None
@@ -195,6 +202,9 @@ class Scanner:
                     self.unsynced.pop(p, None)  # told now: an older entry must not follow it
                 update_index()
         else:
+            # Told now: an older waiting entry of these paths must not follow (and undo) it.
+            for p in [*touched, *deleted, *(p for p, _oid in written)]:
+                self.unsynced.pop(p, None)
             update_index()
         if self.walker is not None:
             # The walker's folder records must agree with the stat cache updated below.
@@ -240,6 +250,13 @@ class Scanner:
         walk_start = time.time_ns()
         w = self.walk(verify)
         c = self._compare(cache, w)
+        made = write_in_process(self, cache, tree, c.feed, c.index_paths, w, _UNSYNCED_MAX)
+        if made is not None:  # (the index is told later: ``_scan_edit.py``)
+            self._remember(cache, w.files, c.feed, c.racy_known, walk_start)
+            self.oids.update((p, oid) for p, oid in made.hashed.items() if p in self.recent)
+            self.tree = made.tree
+            raw = (made.base, made.raw, made.counts)
+            return Scan(made.tree, w, c.hashed, time.perf_counter() - t0, raw)
         restored = self._unsynced_args(c, w, tree is None)
         feed, stale = self._tell_git(c, w, restored)
         if feed or stale or restored or tree is None:
@@ -399,7 +416,7 @@ class Scanner:
             if (
                 oid is None
                 or keys[p][SIZE] > _VERIFY_BYTES
-                or _blob_id(self.workspace, p, keys[p]) != oid
+                or blob_id_of(self.workspace, p, keys[p][MODE], _VERIFY_BYTES) != oid
             ):
                 out.append(p)
         return out
@@ -661,24 +678,6 @@ def _deleted_in_place(root: Path, rel: str, w: WalkResult) -> bool:
     """A file deleted from a folder that is still a real folder (not a symlink or gone)."""
     parent = rel.rpartition("/")[0]
     return parent in w.dir_mtimes and not os.path.lexists(os.path.join(root, rel))
-
-
-def _blob_id(root: Path, rel: str, key: tuple[int, ...]) -> str | None:
-    """git's blob id of a file or symlink as it is now (``None`` if it cannot be read)."""
-    path = os.path.join(root, rel)
-    try:
-        if stat.S_ISLNK(key[MODE]):
-            data = os.fsencode(os.readlink(path))
-        else:
-            with open(path, "rb", opener=_nofollow) as fh:
-                data = fh.read(_VERIFY_BYTES + 1)
-    except OSError:
-        return None
-    return blob_oid(data)
-
-
-def _nofollow(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW)
 
 
 def _under_any(path: str, dirs: set[str]) -> bool:

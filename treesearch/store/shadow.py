@@ -54,6 +54,7 @@ from treesearch.store._pack import Packer
 from treesearch.store._restore import Restorer
 from treesearch.store._retention import GcPolicy
 from treesearch.store._scan import Scan, Scanner
+from treesearch.store._scan_edit import diff_in_process, tell_index
 from treesearch.store.values import CaptureStats, Diff, RestoreResult, Snapshot
 
 # splitIndex.sharedIndexExpire = now: a new shared index (written when a fifth of the entries
@@ -177,6 +178,7 @@ class ShadowStore:
         )
         self._catalogue = Catalogue(path, self._git, self._run)
         self._diffs = Diffs(self._git, self._run)
+        self._diffs.local = lambda a, b: diff_in_process(self._scanner, a, b)
         self._packer = Packer(self.git_dir, self._run)
         self._known_fsmeta: tuple[str | None, object, object] = (None, None, None)
         """(snapshot, modes, empty folders): a walk's answer whose metadata that snapshot has."""
@@ -502,6 +504,7 @@ class ShadowStore:
                 self._scanner.indexed,
                 counts=scan.hashed <= 256,
                 note_oid=self._scanner.note_oid,
+                raw=scan.raw,
             )
         snap = self._catalogue.record(
             kind,
@@ -658,6 +661,9 @@ class ShadowStore:
         policy = GcPolicy(keep_last, max_age, keep_safety, safety_max_age, labelled)
         held = contextlib.nullcontext() if dry_run else self.hold("gc")
         with held, self.lock(), errors(GcError, "gc failed"):
+            if not dry_run:
+                # The scan's tree and waiting index entries (``_scan_edit.py``) into the index.
+                tell_index(self._scanner)
             return self._catalogue.gc(policy, max_bytes, protect, drop, dry_run)
 
     def fsck(self) -> str:

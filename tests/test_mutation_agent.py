@@ -206,6 +206,43 @@ def test_mutation_agent_child_inherits_its_parents_ranking_with_lines_moved(
     r.close()
 
 
+@pytest.mark.parametrize("order", ["sampled", "ranked"])
+def test_mutation_agent_that_tried_every_edit_of_a_node_says_the_node_is_exhausted(
+    tmp_path: Path, order: str
+) -> None:
+    small = Rig(
+        tmp_path,
+        {
+            "flag.py": "def on(x):\n    return x > 1\n",
+            "tests/test_flag.py": "from flag import on\n\n\ndef test_on():\n    assert on(1)\n",
+        },
+    )
+    agent = MutationAgent(operators=["compare", "constant"], order=order)
+    results = [small.expand(agent, attempt=attempt) for attempt in range(9)]
+    assert [r.status for r in results] == [AgentStatus.FINISHED] * 7 + [AgentStatus.GAVE_UP] * 2
+    assert [r.exhausted for r in results] == [False] * 7 + [True] * 2
+    assert results[-1].to_json()["exhausted"] is True
+    assert "exhausted" not in results[0].to_json()
+    small.close()
+
+
+def test_run_agent_clears_exhausted_on_a_run_that_changed_the_workspace(rig: Rig) -> None:
+    class Claims:
+        """Edits a file and still says nothing is left (an agent's mistake)."""
+
+        def run(self, ctx: AgentContext) -> AgentResult:
+            (ctx.workspace / "grades.py").write_text("X = 1\n")
+            return AgentResult(AgentStatus.GAVE_UP, exhausted=True)
+
+    class Fails:
+        def run(self, ctx: AgentContext) -> AgentResult:
+            return AgentResult(AgentStatus.FAILED, reason="broken", exhausted=True)
+
+    changed = rig.expand(Claims())
+    assert changed.steps == 1 and changed.exhausted is False
+    assert rig.expand(Fails()).exhausted is False
+
+
 def test_mutation_agent_chains_edits_up_to_max_steps(rig: Rig) -> None:
     result = rig.expand(MutationAgent(edits=3), max_steps=2)
     assert result.status is AgentStatus.FINISHED

@@ -77,6 +77,19 @@ def _entries(spec: str, corpus: Path) -> list[str]:
     return wanted
 
 
+def _split(startup: float, b: dict[str, float]) -> str:
+    """One search's time, split (``repair.breakdown``): interpreter start-up, up to the first
+    expansion (root test run, workers and servers starting), then the expansions' parts."""
+    if not b:
+        return f"start {startup:.1f}"
+    return (
+        f"start {startup:.1f} root {b.get('before', 0):.1f} score {b['score']:.1f}"
+        f" agent {b['agent']:.1f} (no-op {b['noop_agent']:.1f} in {int(b['noops'])} of"
+        f" {int(b['expansions'])}) restore {b['restore']:.1f} capture {b['capture']:.1f}"
+        f" book {b['bookkeeping']:.1f} outside {b.get('outside', 0):.1f}"
+    )
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -135,11 +148,14 @@ def measure_repair(
                             "search_seconds": round(r.seconds, 2),
                             "wall": round(wall, 2),
                             "cpu": round(cpu, 2),
+                            "startup": round(wall - r.seconds, 2),
+                            "breakdown": r.breakdown,
                         }
                     )
                     print(
                         f"  {entry} {label:<16} {'C' if r.correct else 'P' if r.plausible else '-'}"
-                        f" {r.test_runs:>3} runs {wall:6.1f} s wall {cpu:6.1f} s CPU",
+                        f" {r.test_runs:>3} runs {wall:6.1f} s wall {cpu:6.1f} s CPU"
+                        f" | {_split(wall - r.seconds, r.breakdown)}",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -162,6 +178,11 @@ def measure_repair(
             "cpu_seconds": round(cpu, 1),
             "correct_per_minute": round(correct / (wall / 60), 3) if wall else 0.0,
             "correct_per_cpu_minute": round(correct / (cpu / 60), 3) if cpu else 0.0,
+            "startup": round(sum(x["startup"] for x in done), 1),
+            "breakdown": {
+                key: round(sum(x["breakdown"].get(key, 0.0) for x in done), 1)
+                for key in sorted({k for x in done for k in x["breakdown"]})
+            },
             "rows": done,
         }
     out["load"] = _load()
@@ -243,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{x['test_runs']} test runs, {x['fl_runs']} localisation runs",
                 flush=True,
             )
+            print(f"  {'':<16}  time: {_split(x['startup'], x['breakdown'])}", flush=True)
         for label in chosen:
             if label == "none" or "none" not in chosen:
                 continue

@@ -115,9 +115,14 @@ class AgentResult:
     """Number of session steps before the run (``session.rewind(first_step)`` undoes the run)."""
     tree: TreeHash | None = None
     """Workspace tree when the run ended (set by ``run_agent``)."""
+    exhausted: bool = False
+    """The agent made no change and says that no later run of this strategy on this node
+    would make one (e.g. the mutation agent has tried every edit of the node's suspicious
+    lines): the search records it on the no-op and policies stop choosing the pair. ``run_agent``
+    clears it on a run that failed or added steps."""
 
     def to_json(self) -> dict[str, Any]:
-        """Plain data (status as its string value)."""
+        """Plain data (status as its string value; ``exhausted`` only when set)."""
         return {
             "status": self.status.value,
             "steps": self.steps,
@@ -130,6 +135,7 @@ class AgentResult:
             "reason": self.reason,
             "first_step": self.first_step,
             "tree": self.tree,
+            **({"exhausted": True} if self.exhausted else {}),
         }
 
 
@@ -395,4 +401,8 @@ def run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
     result.first_step = first
     result.steps = len(session.steps) - first
     result.tree = session.tree
+    # Only a run that changed nothing and did not fail may say nothing is left to try.
+    result.exhausted = (
+        result.exhausted and not result.steps and result.status is not AgentStatus.FAILED
+    )
     return result

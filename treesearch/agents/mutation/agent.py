@@ -226,11 +226,16 @@ class MutationAgent:
             )
             if picked is None:
                 if applied == 0:
-                    return done(
+                    result = done(
                         AgentStatus.GAVE_UP,
                         f"every edit of the {len(lines)} most suspicious lines was tried at this "
                         f"node ({len(pool)} candidates, {len(avoid)} programs already produced)",
                     )
+                    # The first edit found nothing: every edit of the lines was produced
+                    # before or does not compile. The node's ranking and lines are fixed and
+                    # its log only grows, so no later run of this strategy here finds one.
+                    result.exhausted = True
+                    return result
                 break
             cand, weight = picked
             src = sources.file(cand.edit.path)

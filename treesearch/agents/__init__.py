@@ -56,6 +56,7 @@ __all__ = [
     "AgentStatus",
     "agent_entry",
     "agent_model",
+    "attempts_independent",
     "build_agent",
     "check_fields",
     "known_kinds",
@@ -339,6 +340,23 @@ def _make(
     if not isinstance(agent, Agent):
         raise AgentError(f"agent kind {kind!r}: the factory returned {agent!r}, not an agent")
     return agent
+
+
+def attempts_independent(config: Mapping[str, Any]) -> bool:
+    """Whether the agent of ``config`` (a strategy's mapping) chooses what it does on a node
+    from the node and the attempt number alone, so that attempts of one node may run at once
+    without changing any of them: its class says so with an ``attempts_independent(config)``
+    static method (e.g. the mutation agent in ranked order). Otherwise, or for a kind that
+    cannot be resolved, ``False`` (attempts run one after another)."""
+    entry = agent_entry(str(config.get("kind")))
+    if entry is None:
+        return False
+    try:
+        factory = resolve_dotted(entry[0]) if isinstance(entry[0], str) else entry[0]
+    except AgentError:
+        return False
+    hook = getattr(factory, "attempts_independent", None)
+    return bool(hook(config)) if callable(hook) else False
 
 
 def check_fields(kind: str, config: Mapping[str, Any], allowed: Mapping[str, str]) -> None:

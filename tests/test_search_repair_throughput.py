@@ -1,5 +1,7 @@
-"""A search stops choosing a (node, strategy) pair whose agent said nothing is left to try there:
-real mutation agent, real pytest runs, real git store."""
+"""Repair searches without waste: a search stops choosing a (node, strategy) pair whose agent said
+nothing is left to try there, and a parallel search runs attempts of one node at once when the
+agent chooses by node and attempt alone (ranked mutation). Real mutation agent, real pytest
+runs, real git store, real worker processes."""
 
 from __future__ import annotations
 
@@ -11,7 +13,11 @@ from typing import Any
 
 import pytest
 
+from treesearch.agents import attempts_independent
 from treesearch.app import resume, run_from_config
+from treesearch.search.batch import next_to_send
+from treesearch.search.graph import root_of, to_json
+from treesearch.search.policies import Choice
 
 ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 FLAG = "def on(x):\n    return x > 1\n"
@@ -19,7 +25,7 @@ FLAG = "def on(x):\n    return x > 1\n"
 FLAG_TESTS = "from flag import on\n\n\ndef test_on():\n    assert on(1) == 'yes'\n"
 
 
-def config(tmp_path: Path, **search: Any) -> dict[str, Any]:
+def config(tmp_path: Path, order: str = "ranked", **search: Any) -> dict[str, Any]:
     project = tmp_path / "bug"
     if not project.exists():
         for rel, text in {
@@ -37,7 +43,7 @@ def config(tmp_path: Path, **search: Any) -> dict[str, Any]:
             "mutate": {
                 "kind": "mutation",
                 "samples": 50,
-                "order": "ranked",
+                "order": order,
                 "operators": ["compare", "constant"],
             }
         },
@@ -92,3 +98,44 @@ def test_resumed_search_keeps_an_exhausted_pair_exhausted(tmp_path: Path) -> Non
     cleanup(Path(again.workspace))
     assert len(expansions(out.run_dir)) == before  # replayed: nothing left to choose
     assert again.stop_reason == "search_space_exhausted"
+
+
+def test_next_to_send_sends_a_later_attempt_at_once_for_an_independent_strategy() -> None:
+    a0, a1 = Choice("r", "mut", 0, ("r",)), Choice("r", "mut", 1, ("r",))
+    assert next_to_send([1], {0: a0, 1: a1}) is None  # waits for attempt 0 by default
+    assert next_to_send([1], {0: a0, 1: a1}, {"mut"}) == 1
+    assert next_to_send([1], {0: a0, 1: a1}, {"other"}) is None
+
+
+@pytest.mark.parametrize(
+    ("config", "independent"),
+    [
+        ({"kind": "mutation", "order": "ranked"}, True),
+        ({"kind": "mutation", "order": "ranked", "edits": 2}, False),
+        ({"kind": "mutation"}, False),  # sampled: a seeded draw against the node's log
+        ({"kind": "scripted", "steps": []}, False),
+        ({"kind": "no-such-kind"}, False),
+    ],
+)
+def test_attempts_independent_only_for_agents_that_choose_by_node_and_attempt(
+    config: dict[str, Any], independent: bool
+) -> None:
+    assert attempts_independent(config) is independent
+
+
+def test_parallel_ranked_repair_search_runs_attempts_of_a_node_at_once_and_stays_reproducible(
+    tmp_path: Path,
+) -> None:
+    # Regression (issue 15, repair throughput): best_first chooses the best node's `mutate`
+    # for every worker, and attempts of one node ran one after another: two workers, one busy.
+    # Ranked attempts now choose by attempt number, so they run at once and choose as before.
+    graphs, children = [], []
+    for name, workers in (("w1", 1), ("w2a", 2), ("w2b", 2)):
+        out = run_from_config(config(tmp_path / name, workers=workers), base_dir=tmp_path / name)
+        cleanup(Path(out.workspace))
+        g = out.graph
+        children.append(sorted(g.successors(root_of(g))))
+        graphs.append(to_json(g, stable=True))
+        assert out.usage.test_runs == 8
+    assert children[0] == children[1] == children[2] and len(children[0]) == 7
+    assert graphs[1] == graphs[2]

@@ -461,6 +461,26 @@ def test_ranked_mutation_agent_attempts_run_in_any_order_choose_as_in_order(
     assert chosen[0] == chosen[1] and len(set(chosen[0].values())) == 4
 
 
+def test_ranked_mutation_agent_checks_each_edit_of_a_node_once_over_its_attempts(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: attempt ``a`` checked (parsed, compiled, compared) edits 0..a again, in a
+    new agent per expansion as a search builds them: 1653 checks in 57 expansions, 1.8 s."""
+    import treesearch.agents.mutation.agent as agent_module
+
+    checked: list[str] = []
+    real = agent_module.check
+
+    def counting(src: Any, edit: Any) -> str | None:
+        checked.append(edit.describe(src.source))
+        return real(src, edit)
+
+    monkeypatch.setattr(agent_module, "check", counting)
+    chosen = [edits(rig.expand(MutationAgent(order="ranked"), attempt=a))[0] for a in range(6)]
+    assert len(set(chosen)) == 6
+    assert len(checked) == len(set(checked)) == 6
+
+
 def test_mutation_agent_rejects_an_unknown_order() -> None:
     with pytest.raises(AgentError, match="field 'order'"):
         build_agent({"kind": "mutation", "order": "shuffled"})

@@ -85,6 +85,9 @@ _SHARPNESS = 2.0  # line weight = score ** _SHARPNESS
 # statement bugs are mostly expression slips: statement deletion and copying start at half weight.
 DEFAULT_FAMILY_WEIGHTS: Mapping[str, float] = {"delete": 0.5, "insert": 0.5}
 _ORDERS = "sampled (default: one seeded draw per expansion) or ranked (best untried first)"
+_RANKED: dict[tuple[Any, ...], Any] = {}
+"""``_by_attempt``'s lists, per node, lines and settings, oldest first (this process)."""
+_RANKED_NODES = 256
 
 
 @dataclass(frozen=True)
@@ -169,8 +172,6 @@ class MutationAgent:
         self.tests = tests
         """Test spec used when the context gives none."""
         self._tried: dict[str, list[dict[str, str]]] = {}
-        self._ranked: dict[str, Any] = {}
-        """Per node: its ranked edits and how far they were checked (``_by_attempt``)."""
 
     @staticmethod
     def attempts_independent(config: Mapping[str, Any]) -> bool:
@@ -350,9 +351,11 @@ class MutationAgent:
         What attempts ``0 .. a-1`` took follows from the node alone, so attempts of one node may
         run at once, in any order, and still choose as they would one after another (the
         choices of a parallel search do not depend on timing). The list is worked out as far as
-        needed and kept per node in this process. ``None``: no edit is left."""
-        memo = self._ranked.get(node)
-        if memo is None or memo[0] != lines:
+        needed and kept per node in this process (a search builds an agent per expansion): the
+        attempts of a node check each edit once. ``None``: no edit is left."""
+        key = (node, tuple(lines), self.operators, tuple(sorted(self.family_weights.items())))
+        memo = _RANKED.get(key)
+        if memo is None:
             pool = self._pool(lines, sources, original, set())
             keyed = sorted(
                 (rank_key(c.score, c.edit, self.family_weights.get(c.edit.family, 1.0)), i, c)
@@ -360,9 +363,11 @@ class MutationAgent:
             )
             total = -sum(k[0][0] for k in keyed) or 1.0
             order = [(c, -key[0] / total) for key, _, c in keyed]
-            memo = (lines, pool, order, [], [0])
-            self._ranked[node] = memo
-        _, pool, order, valid, scanned = memo
+            memo = (pool, order, [], [0])
+            _RANKED[key] = memo
+            while len(_RANKED) > _RANKED_NODES:
+                _RANKED.pop(next(iter(_RANKED)))
+        pool, order, valid, scanned = memo
         while len(valid) <= attempt and scanned[0] < len(order):
             cand, weight = order[scanned[0]]
             scanned[0] += 1

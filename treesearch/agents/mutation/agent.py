@@ -85,9 +85,19 @@ _SHARPNESS = 2.0  # line weight = score ** _SHARPNESS
 # statement bugs are mostly expression slips: statement deletion and copying start at half weight.
 DEFAULT_FAMILY_WEIGHTS: Mapping[str, float] = {"delete": 0.5, "insert": 0.5}
 _ORDERS = "sampled (default: one seeded draw per expansion) or ranked (best untried first)"
-_RANKED: dict[tuple[Any, ...], Any] = {}
+_RANKED: dict[tuple[Any, ...], _Ranked] = {}
 """``_by_attempt``'s lists, per node, lines and settings, oldest first (this process)."""
 _RANKED_NODES = 256
+
+
+_Ranked = tuple[
+    list["_Candidate"],
+    list[tuple["_Candidate", float]],
+    list[tuple["_Candidate", float]],
+    list[int],
+]
+"""A node's edits, in ranked order with their shares, the usable ones found so far, and how
+many of the ranked ones were checked (``_by_attempt``)."""
 
 
 @dataclass(frozen=True)
@@ -362,8 +372,8 @@ class MutationAgent:
                 for i, c in enumerate(pool)
             )
             total = -sum(k[0][0] for k in keyed) or 1.0
-            order = [(c, -key[0] / total) for key, _, c in keyed]
-            memo = (pool, order, [], [0])
+            order = [(c, -rank[0] / total) for rank, _, c in keyed]
+            memo = (pool, order, [], [0])  # nothing checked yet
             _RANKED[key] = memo
             while len(_RANKED) > _RANKED_NODES:
                 _RANKED.pop(next(iter(_RANKED)))

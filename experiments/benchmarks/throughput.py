@@ -26,6 +26,13 @@
    of the interpreter to its exit: imports, root test, workers, warm servers, final grade);
    the preparation, the same for every setting and not part of any search, is timed apart.
    CPU seconds (the search processes and everything they waited for) are printed beside.
+   Each search's seconds are split (``repair.breakdown``, from its run folder): ``start``
+   (the interpreter and imports), ``root`` (up to the first expansion: the root's test run,
+   the warm check, workers and warm servers starting), the expansions' ``score``, ``agent``
+   (mutation and fault localisation; with the no-op expansions' share and count), ``restore``,
+   ``capture`` and ``book`` (bookkeeping), each summed over the workers, and ``outside`` (the
+   workspace copy and store before the search's clock, the held-out grade and the workers'
+   exit after it): every second that is not a test run costs both sides alike.
 
 Each part prints its own table; the last lines are the three ratios. A machine shared with other
 work moves wall-clock ratios: read them with the load average printed beside.

@@ -92,8 +92,11 @@ def test_stuck_search_never_expands_a_node_again_after_its_agent_said_it_is_exha
 
 
 def test_resumed_search_keeps_an_exhausted_pair_exhausted(tmp_path: Path) -> None:
-    out = run_from_config(config(tmp_path), base_dir=tmp_path)
+    first = config(tmp_path)
+    first["search"]["budget"]["expansions"] = 8  # the 7 edits and the no-op that ends them
+    out = run_from_config(first, base_dir=tmp_path)
     before = len(expansions(out.run_dir))
+    assert before == 8 and expansions(out.run_dir)[-1]["edge"].get("exhausted")
     again = resume(out.run_dir, ["search.budget.expansions=100"])
     cleanup(Path(again.workspace))
     assert len(expansions(out.run_dir)) == before  # replayed: nothing left to choose

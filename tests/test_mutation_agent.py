@@ -476,6 +476,7 @@ def test_ranked_mutation_agent_checks_each_edit_of_a_node_once_over_its_attempts
         return real(src, edit)
 
     monkeypatch.setattr(agent_module, "check", counting)
+    monkeypatch.setattr(agent_module, "_RANKED", {})  # earlier tests listed this same tree
     chosen = [edits(rig.expand(MutationAgent(order="ranked"), attempt=a))[0] for a in range(6)]
     assert len(set(chosen)) == 6
     assert len(checked) == len(set(checked)) == 6

@@ -447,13 +447,16 @@ def test_ranked_mutation_agent_order_ignores_the_seed(tmp_path: Path) -> None:
 
 
 def test_ranked_mutation_agent_attempts_run_in_any_order_choose_as_in_order(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What makes attempts of one node safe to run at once in a parallel search: attempt ``a``
     takes the ``a``-th edit of the node's ranked list, whatever ran before it."""
+    import treesearch.agents.mutation.agent as agent_module
+
     files = {"grades.py": GRADES.replace(">= 90", "> 90"), "tests/test_grades.py": GRADES_TESTS}
     chosen = []
     for name, attempts in (("in-order", [0, 1, 2, 3]), ("shuffled", [3, 1, 0, 2])):
+        monkeypatch.setattr(agent_module, "_RANKED", {})  # as two worker processes
         r = Rig(tmp_path / name, files)
         agent = MutationAgent(order="ranked")
         chosen.append({a: edits(r.expand(agent, attempt=a))[0] for a in attempts})

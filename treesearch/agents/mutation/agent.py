@@ -41,7 +41,10 @@ Ranked order with one edit per run chooses without the log: attempt ``a`` of a n
 ``a``-th edit of the node's ranked list (``_by_attempt``; the same edit the best-untried rule
 gives when attempts run one after another), so a parallel search may run attempts of one node at
 once (``attempts_independent``) and still build the same graph. It logs its program for other
-strategies of the node. When no edit is left, the run gives up and says the node is
+strategies of the node. It does not read the log, so a second search on the same store tries
+the node's edits again from the first (its states' scores may come from the store's score
+cache); the guarantee above (never the same mutant twice across searches) holds for the
+sampled order and for chained edits. When no edit is left, a run gives up and says the node is
 ``exhausted`` (``AgentResult.exhausted``): the search does not choose the pair again.
 """
 

@@ -163,3 +163,31 @@ def test_make_policy_refuses_an_unknown_name_or_parameter() -> None:
         make_policy("dfs")
     with pytest.raises(TypeError, match="takes \\['width'\\]"):
         make_policy("beam", c=1.0)
+
+
+def noop(g: nx.DiGraph, node: str, strategy: str, *, exhausted: bool) -> None:
+    """One expansion of ``node`` that changed nothing, as ``apply_event`` records it."""
+    g.nodes[node]["tried"][strategy] = g.nodes[node]["tried"].get(strategy, 0) + 1
+    edge = {"status": "gave_up", **({"exhausted": True} if exhausted else {})}
+    assert G.add_result(g, node, node, strategy=strategy, edge=edge, node=None) == "noop"
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_every_policy_never_chooses_a_pair_its_agent_declared_exhausted(name: str) -> None:
+    # Regression: best_first chose the best node's `mutate` again after the mutation agent had
+    # tried every edit there (about 100 no-op expansions in a stuck refactory search).
+    sampled = {"m": 200}
+    g = tree(("r", "m", "x", 0.2), ("r", "m", "y", 0.8))
+    g.nodes["r"]["tried"]["m"] = 2
+    noop(g, "y", "m", exhausted=False)  # a no-op that says nothing: y may be tried again
+    choices = [make_policy(name)(g, random.Random(seed), strategies=sampled) for seed in range(20)]
+    chosen = {c.node for c in choices if c is not None}
+    if name == "best_first":  # the best node, with 197 attempts left
+        assert chosen == {"y"}
+    noop(g, "y", "m", exhausted=True)
+    for seed in range(20):
+        choice = make_policy(name)(g, random.Random(seed), strategies=sampled)
+        assert choice is not None and choice.node != "y"
+    for n in ("r", "x"):
+        noop(g, n, "m", exhausted=True)
+    assert make_policy(name)(g, random.Random(0), strategies=sampled) is None

@@ -51,7 +51,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,8 @@ class Outcome:
     patch: str
     fix_size: str = ""
     error: str = ""
+    breakdown: dict[str, float] = field(default_factory=dict)
+    """Where the search's time went (``breakdown``), seconds summed over expansions."""
 
 
 # --- workspaces -----------------------------------------------------------------------------------
@@ -267,6 +269,43 @@ def fl_runs(run_dir: Path) -> int:
     return count
 
 
+def breakdown(run_dir: Path, seconds: float) -> dict[str, float]:
+    """Where a search's ``seconds`` went, from its run folder: ``before`` (up to the first
+    expansion's start: the root's test run, workers and warm servers starting), the expansions'
+    ``restore``, ``agent``, ``capture``, ``score`` and ``bookkeeping`` seconds summed (with
+    workers, the workers' seconds add up to more than the wall clock), the agent's seconds in
+    expansions that changed nothing (``noop_agent``, counted in ``agent`` too) and their number
+    (``noops``), and ``outside`` (the search's seconds outside the controller's clock: the
+    workspace copy and store before it, the final grade and report after it)."""
+    out: dict[str, float] = {}
+    noop_ks: set[int] = set()
+    try:
+        for ev in read_jsonl(run_dir / "events.jsonl"):
+            if ev.get("event") == "expansion" and ev.get("outcome") == "noop":
+                noop_ks.add(int(ev["k"]))
+        rows = read_jsonl(run_dir / "timings.jsonl")
+    except (OSError, ValueError):
+        return out
+    for name in ("restore", "agent", "capture", "score", "bookkeeping"):
+        out[name] = round(sum(float(r.get(f"{name}_seconds", 0.0)) for r in rows), 2)
+    out["noop_agent"] = round(
+        sum(float(r.get("agent_seconds", 0.0)) for r in rows if int(r["k"]) in noop_ks), 2
+    )
+    out["noops"] = len(noop_ks)
+    out["expansions"] = len(rows)
+    if rows:
+        first = min(float(r["elapsed"]) - float(r["seconds"]) for r in rows)
+        last = max(float(r["elapsed"]) for r in rows)
+        out["before"] = round(first, 2)
+        out["outside"] = round(seconds - last, 2)
+    return out
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
 def run_child(task: dict[str, Any]) -> dict[str, Any]:
     """One search, in this process (the child): returns the Outcome as a dict."""
     from treesearch.app import run_from_config
@@ -291,6 +330,7 @@ def run_child(task: dict[str, Any]) -> dict[str, Any]:
         base.correct = base.plausible and grade is not None and bool(grade.resolved)
         base.test_runs = out.usage.test_runs
         base.fl_runs = fl_runs(out.run_dir)
+        base.breakdown = breakdown(out.run_dir, base.seconds)
         base.expansions = out.usage.expansions
         base.stop_reason = str(out.stop_reason)
         base.patch = out.patch or ""

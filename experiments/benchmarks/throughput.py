@@ -26,6 +26,13 @@
    of the interpreter to its exit: imports, root test, workers, warm servers, final grade);
    the preparation, the same for every setting and not part of any search, is timed apart.
    CPU seconds (the search processes and everything they waited for) are printed beside.
+   Each search's seconds are split (``repair.breakdown``, from its run folder): ``start``
+   (the interpreter and imports), ``root`` (up to the first expansion: the root's test run,
+   the warm check, workers and warm servers starting), the expansions' ``score``, ``agent``
+   (mutation and fault localisation; with the no-op expansions' share and count), ``restore``,
+   ``capture`` and ``book`` (bookkeeping), each summed over the workers, and ``outside`` (the
+   workspace copy and store before the search's clock, the held-out grade and the workers'
+   exit after it): every second that is not a test run costs both sides alike.
 
 Each part prints its own table; the last lines are the three ratios. A machine shared with other
 work moves wall-clock ratios: read them with the load average printed beside.
@@ -75,6 +82,19 @@ def _entries(spec: str, corpus: Path) -> list[str]:
     if unknown:
         raise SystemExit(f"--repair-entries: not in {corpus}: {', '.join(unknown)}")
     return wanted
+
+
+def _split(startup: float, b: dict[str, float]) -> str:
+    """One search's time, split (``repair.breakdown``): interpreter start-up, up to the first
+    expansion (root test run, workers and servers starting), then the expansions' parts."""
+    if not b:
+        return f"start {startup:.1f}"
+    return (
+        f"start {startup:.1f} root {b.get('before', 0):.1f} score {b['score']:.1f}"
+        f" agent {b['agent']:.1f} (no-op {b['noop_agent']:.1f} in {int(b['noops'])} of"
+        f" {int(b['expansions'])}) restore {b['restore']:.1f} capture {b['capture']:.1f}"
+        f" book {b['bookkeeping']:.1f} outside {b.get('outside', 0):.1f}"
+    )
 
 
 def _children_cpu() -> float:
@@ -135,11 +155,14 @@ def measure_repair(
                             "search_seconds": round(r.seconds, 2),
                             "wall": round(wall, 2),
                             "cpu": round(cpu, 2),
+                            "startup": round(wall - r.seconds, 2),
+                            "breakdown": r.breakdown,
                         }
                     )
                     print(
                         f"  {entry} {label:<16} {'C' if r.correct else 'P' if r.plausible else '-'}"
-                        f" {r.test_runs:>3} runs {wall:6.1f} s wall {cpu:6.1f} s CPU",
+                        f" {r.test_runs:>3} runs {wall:6.1f} s wall {cpu:6.1f} s CPU"
+                        f" | {_split(wall - r.seconds, r.breakdown)}",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -162,6 +185,11 @@ def measure_repair(
             "cpu_seconds": round(cpu, 1),
             "correct_per_minute": round(correct / (wall / 60), 3) if wall else 0.0,
             "correct_per_cpu_minute": round(correct / (cpu / 60), 3) if cpu else 0.0,
+            "startup": round(sum(x["startup"] for x in done), 1),
+            "breakdown": {
+                key: round(sum(x["breakdown"].get(key, 0.0) for x in done), 1)
+                for key in sorted({k for x in done for k in x["breakdown"]})
+            },
             "rows": done,
         }
     out["load"] = _load()
@@ -243,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{x['test_runs']} test runs, {x['fl_runs']} localisation runs",
                 flush=True,
             )
+            print(f"  {'':<16}  time: {_split(x['startup'], x['breakdown'])}", flush=True)
         for label in chosen:
             if label == "none" or "none" not in chosen:
                 continue

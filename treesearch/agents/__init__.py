@@ -56,6 +56,7 @@ __all__ = [
     "AgentStatus",
     "agent_entry",
     "agent_model",
+    "attempts_independent",
     "build_agent",
     "check_fields",
     "known_kinds",
@@ -115,9 +116,14 @@ class AgentResult:
     """Number of session steps before the run (``session.rewind(first_step)`` undoes the run)."""
     tree: TreeHash | None = None
     """Workspace tree when the run ended (set by ``run_agent``)."""
+    exhausted: bool = False
+    """The agent made no change and says that no later run of this strategy on this node
+    would make one (e.g. the mutation agent has tried every edit of the node's suspicious
+    lines): the search records it on the no-op and policies stop choosing the pair. ``run_agent``
+    clears it on a run that failed or added steps."""
 
     def to_json(self) -> dict[str, Any]:
-        """Plain data (status as its string value)."""
+        """Plain data (status as its string value; ``exhausted`` only when set)."""
         return {
             "status": self.status.value,
             "steps": self.steps,
@@ -130,6 +136,7 @@ class AgentResult:
             "reason": self.reason,
             "first_step": self.first_step,
             "tree": self.tree,
+            **({"exhausted": True} if self.exhausted else {}),
         }
 
 
@@ -335,6 +342,23 @@ def _make(
     return agent
 
 
+def attempts_independent(config: Mapping[str, Any]) -> bool:
+    """Whether the agent of ``config`` (a strategy's mapping) chooses what it does on a node
+    from the node and the attempt number alone, so that attempts of one node may run at once
+    without changing any of them: its class says so with an ``attempts_independent(config)``
+    static method (e.g. the mutation agent in ranked order). Otherwise, or for a kind that
+    cannot be resolved, ``False`` (attempts run one after another)."""
+    entry = agent_entry(str(config.get("kind")))
+    if entry is None:
+        return False
+    try:
+        factory = resolve_dotted(entry[0]) if isinstance(entry[0], str) else entry[0]
+    except AgentError:
+        return False
+    hook = getattr(factory, "attempts_independent", None)
+    return bool(hook(config)) if callable(hook) else False
+
+
 def check_fields(kind: str, config: Mapping[str, Any], allowed: Mapping[str, str]) -> None:
     """Refuse fields of ``config`` not in ``allowed`` (name -> description of allowed values)."""
     for name in config:
@@ -395,4 +419,8 @@ def run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
     result.first_step = first
     result.steps = len(session.steps) - first
     result.tree = session.tree
+    # Only a run that changed nothing and did not fail may say nothing is left to try.
+    result.exhausted = (
+        result.exhausted and not result.steps and result.status is not AgentStatus.FAILED
+    )
     return result

@@ -17,7 +17,7 @@ however its agent calls ``run_tests``, the expansions in flight never spend more
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -97,7 +97,11 @@ def share_test_runs(left: int | None, free_slots: int) -> int | None:
     return max(1, left // max(free_slots, 1))
 
 
-def next_to_send(queued: Sequence[int], unfinished: Mapping[int, Choice]) -> int | None:
+def next_to_send(
+    queued: Sequence[int],
+    unfinished: Mapping[int, Choice],
+    independent: Container[str] = frozenset(),
+) -> int | None:
     """The first of ``queued`` (expansions chosen and not sent yet, in the order chosen) that may
     go to an idle worker now; ``None``: none may.
 
@@ -108,10 +112,12 @@ def next_to_send(queued: Sequence[int], unfinished: Mapping[int, Choice]) -> int
     localisation), and two attempts run at once would each see or miss the other's by timing.
     One after the other, attempt ``a + 1`` sees what attempt ``a`` left, whichever worker runs
     it, and pays no second localisation. Others are sent meanwhile, so a worker waits only when
-    every expansion left to send is such a later attempt."""
+    every expansion left to send is such a later attempt. Strategies in ``independent``
+    (``agents.attempts_independent``: the agent chooses by node and attempt number alone) do
+    not wait."""
     for k in queued:
         c = unfinished[k]
-        if not any(
+        if c.strategy in independent or not any(
             j < k and u.node == c.node and u.strategy == c.strategy for j, u in unfinished.items()
         ):
             return k

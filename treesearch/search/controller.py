@@ -453,6 +453,7 @@ class Controller:
             "reason": result.reason,
             "transcript": transcript_rel,
             "tokens": result.cost.tokens_in + result.cost.tokens_out,
+            **({"exhausted": True} if result.exhausted else {}),  # policies choose it no more
         }
         node: dict[str, Any] | None = None
         feedback = None

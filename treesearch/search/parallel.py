@@ -49,6 +49,7 @@ from treesearch.agents import (
     AgentContext,
     AgentResult,
     AgentStatus,
+    attempts_independent,
     build_agent,
     register_agent,
     resolve_dotted,
@@ -361,6 +362,7 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
     g = ctl.graph
     budget, usage = ctl.budget, ctl.usage
     strategies = {n: s.samples for n, s in ctl.strategies.items()}
+    independent = {n for n, s in ctl.strategies.items() if attempts_independent(s.agent)}
     window = WINDOW * pool.n
     chosen: dict[int, Task] = {}  # chosen and not recorded yet
     queued: list[int] = []  # chosen and not sent to a worker yet
@@ -401,7 +403,7 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
     def send() -> None:
         while queued and pool.busy < pool.n:
             unfinished = {k: t.choice for k, t in chosen.items() if k not in done}
-            k = next_to_send(queued, unfinished)
+            k = next_to_send(queued, unfinished, independent)
             if k is None:
                 return  # each one left waits for an earlier attempt of its node and strategy
             queued.remove(k)

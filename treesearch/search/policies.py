@@ -4,7 +4,9 @@ Each policy answers one question: which (node, strategy) pair to expand next, or
 nothing is left. ``select(graph, rng, *, strategies, max_depth, ...)``; beam and UCT are
 parameterisations (keyword-only hyper-parameters), not subclasses. A strategy may be applied to the
 same node up to its ``samples`` times (sampled strategies, e.g. seeded mutations); enumerated
-strategies have ``samples == 1``.
+strategies have ``samples == 1``. A pair whose agent said, on a no-op, that nothing is left
+to try (the no-op's ``exhausted`` flag, e.g. a mutation agent that has tried every edit of the
+node) counts as tried ``samples`` times: no policy chooses it again.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def _untried(
     if max_depth is not None and d["depth"] >= max_depth:
         return []
     tried = d["tried"]
-    return [s for s, samples in strategies.items() if tried.get(s, 0) < samples]
+    done = {x["strategy"] for x in d.get("noops", ()) if x.get("exhausted")}
+    return [s for s, samples in strategies.items() if tried.get(s, 0) < samples and s not in done]
 
 
 def _choice(g: nx.DiGraph, node: str, strategy: str, path: Sequence[str] | None = None) -> Choice:

@@ -36,6 +36,16 @@ it is chosen, the choice made under a lock on the node's log (``<node>.lock`` be
 workers of a parallel search expanding one node at once choose different edits, instead of
 both choosing the best untried one and testing the same program twice. A claimed edit whose
 step then fails stays logged (the node does not offer it again).
+
+Ranked order with one edit per run chooses without the log: attempt ``a`` of a node takes the
+``a``-th edit of the node's ranked list (``_by_attempt``; the same edit the best-untried rule
+gives when attempts run one after another), so a parallel search may run attempts of one node at
+once (``attempts_independent``) and still build the same graph. It logs its program for other
+strategies of the node. It does not read the log, so a second search on the same store tries
+the node's edits again from the first (its states' scores may come from the store's score
+cache); the guarantee above (never the same mutant twice across searches) holds for the
+sampled order and for chained edits. When no edit is left, a run gives up and says the node is
+``exhausted`` (``AgentResult.exhausted``): the search does not choose the pair again.
 """
 
 from __future__ import annotations
@@ -78,6 +88,19 @@ _SHARPNESS = 2.0  # line weight = score ** _SHARPNESS
 # statement bugs are mostly expression slips: statement deletion and copying start at half weight.
 DEFAULT_FAMILY_WEIGHTS: Mapping[str, float] = {"delete": 0.5, "insert": 0.5}
 _ORDERS = "sampled (default: one seeded draw per expansion) or ranked (best untried first)"
+_RANKED: dict[tuple[Any, ...], _Ranked] = {}
+"""``_by_attempt``'s lists, per node, lines and settings, oldest first (this process)."""
+_RANKED_NODES = 256
+
+
+_Ranked = tuple[
+    list["_Candidate"],
+    list[tuple["_Candidate", float]],
+    list[tuple["_Candidate", float]],
+    list[int],
+]
+"""A node's edits, in ranked order with their shares, the usable ones found so far, and how
+many of the ranked ones were checked (``_by_attempt``)."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +186,13 @@ class MutationAgent:
         """Test spec used when the context gives none."""
         self._tried: dict[str, list[dict[str, str]]] = {}
 
+    @staticmethod
+    def attempts_independent(config: Mapping[str, Any]) -> bool:
+        """Whether runs of the agent ``config`` (a strategy's mapping) on one node choose by
+        node and attempt number alone (``order: ranked``, one edit per run: ``_by_attempt``),
+        so that a parallel search may run them at once."""
+        return config.get("order") == "ranked" and config.get("edits", 1) == 1
+
     # --- a run ------------------------------------------------------------------------------------
 
     def run(self, ctx: AgentContext) -> AgentResult:
@@ -214,7 +244,7 @@ class MutationAgent:
         for n in range(count):
             last = n == count - 1
             pool, avoid, picked = self._next_edit(
-                ctx, tried, tag, last, avoid, lines, sources, original, stream
+                ctx, tried, tag, last, avoid, lines, sources, original, stream, node, n == 0
             )
             transcript.append(
                 {
@@ -226,11 +256,16 @@ class MutationAgent:
             )
             if picked is None:
                 if applied == 0:
-                    return done(
+                    result = done(
                         AgentStatus.GAVE_UP,
                         f"every edit of the {len(lines)} most suspicious lines was tried at this "
                         f"node ({len(pool)} candidates, {len(avoid)} programs already produced)",
                     )
+                    # The first edit found nothing: every edit of the lines was produced
+                    # before or does not compile. The node's ranking and lines are fixed and
+                    # its log only grows, so no later run of this strategy here finds one.
+                    result.exhausted = True
+                    return result
                 break
             cand, weight = picked
             src = sources.file(cand.edit.path)
@@ -293,10 +328,18 @@ class MutationAgent:
         sources: _Sources,
         original: Mapping[str, bytes | None],
         stream: random.Random,
+        node: str,
+        first: bool,
     ) -> tuple[list[_Candidate], set[str], tuple[_Candidate, float] | None]:
         """The pool of the next edit, the programs it avoids and the choice. The last edit of a
         run is chosen under the node's lock and logged before it is applied (see the module
-        docstring); an earlier one avoids nothing (the program is not finished)."""
+        docstring); an earlier one avoids nothing (the program is not finished). The one edit
+        of a ranked run is the attempt's own (``_by_attempt``), logged for other strategies."""
+        if last and first and self.order == "ranked":
+            pool, picked = self._by_attempt(node, ctx.attempt, lines, sources, original)
+            if picked is not None:
+                tried.record(tag, picked[0].key)
+            return pool, avoid, picked
         if not last:
             pool = self._pool(lines, sources, original, set())
             return pool, avoid, self._choose(pool, stream, sources)
@@ -307,6 +350,44 @@ class MutationAgent:
             if picked is not None:
                 tried.record(tag, picked[0].key)
         return pool, avoid, picked
+
+    def _by_attempt(
+        self,
+        node: str,
+        attempt: int,
+        lines: list[tuple[str, int, float]],
+        sources: _Sources,
+        original: Mapping[str, bytes | None],
+    ) -> tuple[list[_Candidate], tuple[_Candidate, float] | None]:
+        """Ranked order, one edit per run: attempt ``a`` of ``node`` takes the ``a``-th edit of
+        the node's ranked list that compiles and changes the AST (equal programs counted once).
+        What attempts ``0 .. a-1`` took follows from the node alone, so attempts of one node may
+        run at once, in any order, and still choose as they would one after another (the
+        choices of a parallel search do not depend on timing). The list is worked out as far as
+        needed and kept per node in this process (a search builds an agent per expansion): the
+        attempts of a node check each edit once. ``None``: no edit is left."""
+        key = (node, tuple(lines), self.operators, tuple(sorted(self.family_weights.items())))
+        memo = _RANKED.get(key)
+        if memo is None:
+            pool = self._pool(lines, sources, original, set())
+            keyed = sorted(
+                (rank_key(c.score, c.edit, self.family_weights.get(c.edit.family, 1.0)), i, c)
+                for i, c in enumerate(pool)
+            )
+            total = -sum(k[0][0] for k in keyed) or 1.0
+            order = [(c, -rank[0] / total) for rank, _, c in keyed]
+            memo = (pool, order, [], [0])  # nothing checked yet
+            _RANKED[key] = memo
+            while len(_RANKED) > _RANKED_NODES:
+                _RANKED.pop(next(iter(_RANKED)))
+        pool, order, valid, scanned = memo
+        while len(valid) <= attempt and scanned[0] < len(order):
+            cand, weight = order[scanned[0]]
+            scanned[0] += 1
+            src = sources.file(cand.edit.path)
+            if src is not None and check(src, cand.edit) is None:
+                valid.append((cand, weight))
+        return pool, (valid[attempt] if attempt < len(valid) else None)
 
     def _choose(
         self, pool: list[_Candidate], stream: random.Random, sources: _Sources

@@ -241,6 +241,8 @@ def _child(request, fds, sock):
     main = types.ModuleType("__main__")
     main.__builtins__ = builtins
     sys.modules["__main__"] = main
+    if _PREMADE is not None:
+        _PREMADE.arm()
     code = _run_main(request)
     _write_modules(request.get("modules_file"))
     _exit(code)
@@ -318,8 +320,9 @@ def _write_modules(path):
             and name not in _STARTUP
             and _installed(_module_file(module), site_dirs)
         )
+        used = _PREMADE is not None and _PREMADE.used
         with open(path, "w", encoding="utf-8") as handle:
-            json.dump(names, handle)
+            json.dump({"modules": names, "premade": used}, handle)
     except BaseException:  # noqa: BLE001 - a hint only
         pass
 
@@ -470,8 +473,8 @@ def _learn(request, deny, base_path):
     if modules_file:
         try:
             with open(modules_file, encoding="utf-8") as handle:
-                learned = [n for n in json.load(handle) if n not in sys.modules]
-        except (OSError, ValueError):
+                learned = [n for n in json.load(handle)["modules"] if n not in sys.modules]
+        except (OSError, ValueError, KeyError, TypeError):
             learned = []
     if not learned:
         return learned, None
@@ -483,8 +486,19 @@ def _learn(request, deny, base_path):
     threaded = _preload(learned, deny)
     os.chdir(old)
     sys.path[:] = base_path
+    if _PREMADE is not None:
+        _PREMADE.make(request["args"])
     _freeze()
     return learned, threaded
+
+
+def _premade(args, base_path):
+    """Make pytest's configuration for the next run, unless the one held fits its arguments."""
+    key, config = _PREMADE.key, _PREMADE.config
+    _PREMADE.make(args)
+    sys.path[:] = base_path
+    if _PREMADE.config is not config or _PREMADE.key != key:
+        _freeze()
 
 
 def _speed(settings, folder):
@@ -510,6 +524,12 @@ def _speed(settings, folder):
         out["warm_up"], out["warmed"] = speed.warm_up(settings["warm_up"], _SITE_DIRS)
         memo.learning = False  # the children only read what the warm-up taught it
         _SPEED = speed
+    if settings.get("premade"):
+        global _PREMADE
+        _PREMADE = speed.PremadeConfig(_SITE_DIRS)
+        if settings.get("pytest_args") is not None:
+            _PREMADE.make(settings["pytest_args"])
+        out["premade"] = _PREMADE.why_not
     return out
 
 
@@ -578,12 +598,15 @@ def main():
             return
         if threaded:
             return  # the client starts a new server without that module
+        if _PREMADE is not None and not learned:
+            _premade(request["args"], base_path)
         spare = _fork_spare(sock) if settings.get("spare") else None
 
 
 _SITE_DIRS = []  # type: list[str]
 _COERCED = None
 _SPEED = None  # the module ``_warm_speed`` when the server warms up
+_PREMADE = None  # its ``PremadeConfig``: pytest's configuration, made for the next run
 _SERVER_MODULES = frozenset()  # type: frozenset[str]
 
 if __name__ == "__main__":

@@ -533,3 +533,156 @@ class VarnamesMemo:
         varnames.__module__ = self.original.__module__
         self.hooks.varnames = varnames
         return True
+
+
+# --- pytest's configuration, made in the server ---------------------------------------------------
+
+
+class PremadeConfig:
+    """``_pytest.config.get_config(args)`` made once in the server, taken by its children.
+
+    ``get_config`` (a plugin manager, a ``Config``, the registration of pytest's ~40 default
+    plugins and their options: a sixth of a small run) depends only on the ``-p no:NAME``
+    options among the arguments (it blocks those plugins before registering the rest), on the
+    environment variables it reads (recorded while it runs: ``PYTEST_DEBUG``, the locale's for
+    argparse's messages, ...) and on the current folder (``invocation_params``). A child takes
+    the premade configuration in place of its first ``get_config`` call only when that call has
+    the same ``-p no:`` options in the same order and no ``plugins``, and every variable read
+    holds the value it had; ``invocation_params`` then gets the run's arguments and folder as
+    ``get_config`` would have made them. Any other call goes to pytest's own ``get_config``
+    (and every later call does: pytester's runs, ``pytest.main`` in a test). What comes after
+    (``PYTEST_ADDOPTS``, ini files, ``-p`` plugins, conftests) runs in the child as in a cold
+    run. Made only when it warns nothing, reads the environment only by name, and leaves the
+    server as the warm-up session's checks see it."""
+
+    def __init__(self, site_dirs):
+        self.site_dirs = site_dirs
+        self.key = None
+        self.config = None
+        self.reads = {}
+        self.why_not = "not made yet"
+        self.used = False
+
+    @staticmethod
+    def key_of(args):
+        """The ``consider_pluginarg`` calls ``get_config`` makes for ``args`` (pytest's code)."""
+        from _pytest.config import PytestPluginManager
+
+        calls = []
+
+        class Recorder:
+            consider_pluginarg = staticmethod(calls.append)
+
+        if args:
+            PytestPluginManager.consider_preparse(Recorder(), tuple(args), exclude_only=True)
+        return tuple(calls)
+
+    def make(self, args):
+        """Make the configuration of a run with ``args`` (unless the one held fits them)."""
+        try:
+            key = self.key_of(args)
+        except Exception as exc:  # noqa: BLE001 - a usage error: the child's own call says it
+            self.config, self.key = None, None
+            self.why_not = "its arguments do not parse (%s)" % (type(exc).__name__,)
+            return
+        if self.config is not None and key == self.key:
+            return
+        self.config, self.key, self.why_not = None, key, ""
+        import pytest
+        from _pytest import config as module
+
+        environ = os.environ
+        plain = type(environ)
+        reads = {}
+
+        class Recording(plain):
+            def __getitem__(self, name):
+                try:
+                    value = plain.__getitem__(self, name)
+                except KeyError:
+                    reads.setdefault(name, None)
+                    raise
+                reads.setdefault(name, value)
+                return value
+
+            def __iter__(self):
+                reads["\0every variable"] = True
+                return plain.__iter__(self)
+
+        before = _snapshot()
+        version = environ.get("PYTEST_VERSION")
+        environ["PYTEST_VERSION"] = pytest.__version__  # as pytest.main sets it
+        config = None
+        try:
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                environ.__class__ = Recording
+                try:
+                    config = module.get_config(list(args))
+                finally:
+                    environ.__class__ = plain
+        except BaseException as exc:  # noqa: BLE001 - the child makes its own
+            self.why_not = "get_config raised %s" % (type(exc).__name__,)
+            config = None
+        finally:
+            if version is None:
+                environ.pop("PYTEST_VERSION", None)
+            else:
+                environ["PYTEST_VERSION"] = version
+        after = _snapshot()
+        changed = [k for k in before if k not in ("modules", "linecache") and after[k] != before[k]]
+        for name in set(sys.modules) - before["modules"]:
+            path = getattr(sys.modules[name], "__file__", None)
+            if path is None and name in sys.builtin_module_names:
+                continue
+            if not isinstance(path, str) or not _installed(path, self.site_dirs):
+                changed.append("sys.modules")
+        if config is None:
+            return
+        if seen:
+            self.why_not = "get_config warned: %s" % (seen[0].message,)
+        elif "\0every variable" in reads:
+            self.why_not = "get_config read every environment variable"
+        elif changed:
+            self.why_not = "get_config changed " + ", ".join(sorted(set(changed)))
+        if self.why_not:
+            return
+        self.config, self.reads, self.why_not = config, reads, ""
+
+    def fits(self, args, plugins):
+        if plugins is not None or not isinstance(args, list):
+            return False
+        try:
+            if not all(isinstance(arg, str) for arg in args) or self.key_of(args) != self.key:
+                return False
+        except Exception:  # noqa: BLE001 - pytest's own get_config says what is wrong
+            return False
+        return all(os.environ.get(name) == value for name, value in self.reads.items())
+
+    def arm(self):
+        """In a child, before pytest starts: its first ``get_config`` call takes the premade
+        configuration when it fits, and pytest's own ``get_config`` is back in place."""
+        module = sys.modules.get("_pytest.config")
+        if self.config is None or module is None:
+            return
+        original = module.get_config
+        premade = self
+
+        def get_config(args=None, plugins=None):
+            if module.get_config is get_config:
+                module.get_config = original
+            config, premade.config = premade.config, None
+            if config is None or not premade.fits(args, plugins):
+                return original(args, plugins)
+            import pathlib
+
+            params = module.Config.InvocationParams(
+                args=args or (), plugins=plugins, dir=pathlib.Path.cwd()
+            )
+            config.invocation_params = params
+            premade.used = True
+            return config
+
+        for name in ("__name__", "__qualname__", "__doc__", "__module__"):
+            setattr(get_config, name, getattr(original, name))
+        module.get_config = get_config

@@ -98,6 +98,7 @@ class WarmServer:
         warm_up: bool = False,
         rewrite_cache: bool = False,
         spare: bool = False,
+        premade: Sequence[str] | None = None,
     ) -> None:
         self.preload = list(preload)
         self.deny = set(deny)
@@ -105,7 +106,8 @@ class WarmServer:
         if not script.exists():
             shutil.copyfile(_warm_server.__file__, script)
         speed = scratch / f"{_SPEED_MODULE}.py"
-        if (warm_up or rewrite_cache) and not speed.exists():
+        speedy = warm_up or rewrite_cache or premade is not None
+        if speedy and not speed.exists():
             shutil.copyfile(_warm_speed.__file__, speed)
         settings = scratch / f"settings-{time.monotonic_ns()}.json"
         settings.write_text(
@@ -114,10 +116,12 @@ class WarmServer:
                     "preload": self.preload,
                     "deny": sorted(self.deny),
                     "lc_ctype": env.get("LC_CTYPE"),
-                    "speed_module": _SPEED_MODULE if warm_up or rewrite_cache else None,
+                    "speed_module": _SPEED_MODULE if speedy else None,
                     "warm_up": str(scratch / "warm-up") if warm_up else None,
                     "rewrite_cache": str(scratch / "rewritten") if rewrite_cache else None,
                     "spare": spare,
+                    "premade": premade is not None,
+                    "pytest_args": list(premade) if premade is not None else None,
                 }
             )
         )
@@ -166,6 +170,9 @@ class WarmServer:
         """Top-level names of the modules the warm-up session imported."""
         self.rewrite_cache: str = hello.get("rewrite_cache") or ""
         """Why the cache of rewritten test modules is not used ('' when it is)."""
+        self.premade: str | None = hello.get("premade")
+        """Why pytest's configuration is not made ahead in the server ('' when it is; None:
+        not asked for)."""
         self.base_path: list[str] = list(hello["base_path"])
         self.threaded: str | None = hello.get("threaded")
         self._state(hello)

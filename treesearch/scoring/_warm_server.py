@@ -321,8 +321,9 @@ def _write_modules(path):
             and _installed(_module_file(module), site_dirs)
         )
         used = _PREMADE is not None and _PREMADE.used
+        seen = _PREMADE.seen if _PREMADE is not None else None
         with open(path, "w", encoding="utf-8") as handle:
-            json.dump({"modules": names, "premade": used}, handle)
+            json.dump({"modules": names, "premade": used, "config_kwargs": seen}, handle)
     except BaseException:  # noqa: BLE001 - a hint only
         pass
 
@@ -466,16 +467,26 @@ def _serve_run(sock, request, fds, spare=None):
     return message
 
 
-def _learn(request, deny, base_path):
-    """Import the installed modules the last run imported (and this server had not)."""
-    learned = []
+def _written(request):
+    """What the last run's child wrote for the server (``_write_modules``)."""
     modules_file = request.get("modules_file")
     if modules_file:
         try:
             with open(modules_file, encoding="utf-8") as handle:
-                learned = [n for n in json.load(handle)["modules"] if n not in sys.modules]
-        except (OSError, ValueError, KeyError, TypeError):
-            learned = []
+                written = json.load(handle)
+            if isinstance(written, dict):
+                return written
+        except (OSError, ValueError):
+            pass
+    return {}
+
+
+def _learn(request, written, deny, base_path):
+    """Import the installed modules the last run imported (and this server had not)."""
+    try:
+        learned = [n for n in written.get("modules", ()) if n not in sys.modules]
+    except TypeError:
+        learned = []
     if not learned:
         return learned, None
     old = os.getcwd()
@@ -486,32 +497,41 @@ def _learn(request, deny, base_path):
     threaded = _preload(learned, deny)
     os.chdir(old)
     sys.path[:] = base_path
-    if _PREMADE is not None:
-        _PREMADE.make(request["args"])
     _freeze()
     return learned, threaded
 
 
-def _premade(args, base_path):
-    """Make pytest's configuration for the next run, unless the one held fits its arguments."""
-    key, config = _PREMADE.key, _PREMADE.config
-    _PREMADE.make(args)
+def _premade(args, written, base_path):
+    """Make pytest's configuration for the next run, unless the one held fits its arguments
+    and the keyword arguments of the last run's call."""
+    kwargs = written.get("config_kwargs")
+    config = _PREMADE.config
+    _PREMADE.make(args, kwargs if isinstance(kwargs, dict) else _PREMADE.kwargs)
     sys.path[:] = base_path
-    if _PREMADE.config is not config or _PREMADE.key != key:
+    if _PREMADE.config is not config:
         _freeze()
 
 
+def _load(name, folder):
+    """A helper module of the server from its copy in ``folder`` (never in ``sys.modules``: a
+    child does not see it)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(folder, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _speed(settings, folder):
-    """Install the rewrite cache and make the warm-up session (``_warm_speed``) as the settings
-    ask; what became of each, for the client."""
+    """Install the rewrite cache, make the warm-up session (``_warm_speed``), pytest's
+    configuration and the memo of syntax trees (``_warm_session``) as the settings ask; what
+    became of each, for the client."""
     out = {}
     name = settings.get("speed_module")
     if not name:
         return out
     try:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(folder, name + ".py"))
-        speed = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(speed)  # never in sys.modules: a child does not see it
+        speed = _load(name, folder)
+        session = _load(settings["session_module"], folder)
     except BaseException as exc:  # noqa: BLE001 - the server runs as it would without it
         return {"rewrite_cache": "cannot load %s: %s" % (name, exc)}
     if settings.get("rewrite_cache"):
@@ -524,9 +544,12 @@ def _speed(settings, folder):
         out["warm_up"], out["warmed"] = speed.warm_up(settings["warm_up"], _SITE_DIRS)
         memo.learning = False  # the children only read what the warm-up taught it
         _SPEED = speed
+    if settings.get("tree_memo"):
+        trees = session.TreeMemo()
+        out["tree_memo"] = "" if trees.install() else trees.why_not
     if settings.get("premade"):
         global _PREMADE
-        _PREMADE = speed.PremadeConfig(_SITE_DIRS)
+        _PREMADE = session.PremadeConfig(_SITE_DIRS, speed.snapshot, speed.installed)
         if settings.get("pytest_args") is not None:
             _PREMADE.make(settings["pytest_args"])
         out["premade"] = _PREMADE.why_not
@@ -588,7 +611,8 @@ def main():
         except (EOFError, OSError):
             return
         spare = None
-        learned, threaded = _learn(request, deny, base_path)
+        written = _written(request)
+        learned, threaded = _learn(request, written, deny, base_path)
         reply = {"reaped": True, "threaded": threaded}
         if learned:
             reply.update(_state(_SITE_DIRS))
@@ -598,8 +622,8 @@ def main():
             return
         if threaded:
             return  # the client starts a new server without that module
-        if _PREMADE is not None and not learned:
-            _premade(request["args"], base_path)
+        if _PREMADE is not None:
+            _premade(request["args"], written, base_path)
         spare = _fork_spare(sock) if settings.get("spare") else None
 
 

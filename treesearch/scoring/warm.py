@@ -96,6 +96,7 @@ class WarmRunner:
         rewrite_cache: bool = True,
         spare: bool = True,
         premade: bool = True,
+        tree_memo: bool = True,
     ) -> None:
         if mode not in WARM_MODES:
             raise ValueError(f"warm mode must be one of {', '.join(WARM_MODES)}, not {mode!r}")
@@ -124,6 +125,7 @@ class WarmRunner:
         self._rewrite_cache = rewrite_cache
         self._spare = spare
         self._premade = premade
+        self._tree_memo = tree_memo
 
     def describe(self) -> dict[str, Any]:
         """Plain data for ``summary.json``."""
@@ -325,6 +327,7 @@ class WarmRunner:
                     rewrite_cache=self._rewrite_cache,
                     spare=self._spare,
                     premade=launch.args if self._premade else None,
+                    tree_memo=self._tree_memo,
                 )
             except WarmUpError as exc:  # the same server without the warm-up session
                 self._warm_up = False

@@ -222,10 +222,14 @@ class TreeMemo:
     from one traceback entry to the next and never changes. A memo hit does what the parse
     would have done around it (a ``catch_warnings`` block that ignores warnings), so the
     warnings machinery sees the same changes. Installed only over the exact text it knows,
-    used only while ``ast.parse`` is the one it saw."""
+    used only while ``ast.parse`` is the one it saw. ``get_statement_startend2`` (a function of
+    a line number and a tree it only reads) is kept per tree of the memo too, as pytest 9.2
+    keeps its statements' line numbers on the tree itself."""
 
     def __init__(self):
         self.trees = {}
+        self.owned = {}  # id -> tree of ``trees`` (alive while there)
+        self.ranges = {}
         self.why_not = ""
         try:
             import ast
@@ -244,7 +248,9 @@ class TreeMemo:
             self.why_not = "pytest's getstatementrange_ast is not one this memo knows"
             return
         self.modules = (source, code)
+        self.source = source
         self.original = source.getstatementrange_ast
+        self.startend = source.get_statement_startend2
         self.parse = ast.parse
         self.ast = ast
 
@@ -263,14 +269,30 @@ class TreeMemo:
                 found = original(lineno, source, assertion, None)
                 if len(memo.trees) >= _MAX_TREES:
                     memo.trees.clear()
+                    memo.owned.clear()
+                    memo.ranges.clear()
                 memo.trees[content] = found[0]
+                memo.owned[id(found[0])] = found[0]
                 return found
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
             return original(lineno, source, assertion, astnode)
 
-        for name in ("__name__", "__qualname__", "__doc__", "__module__"):
-            setattr(getstatementrange_ast, name, getattr(original, name))
+        startend = self.startend
+
+        def get_statement_startend2(lineno, node):
+            if memo.owned.get(id(node)) is not node:
+                return startend(lineno, node)
+            key = (id(node), lineno)
+            found = memo.ranges.get(key)
+            if found is None:
+                found = memo.ranges[key] = startend(lineno, node)
+            return found
+
+        for new, old in ((getstatementrange_ast, original), (get_statement_startend2, startend)):
+            for name in ("__name__", "__qualname__", "__doc__", "__module__"):
+                setattr(new, name, getattr(old, name))
         for module in self.modules:
             module.getstatementrange_ast = getstatementrange_ast
+        self.source.get_statement_startend2 = get_statement_startend2
         return True

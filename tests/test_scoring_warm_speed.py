@@ -374,6 +374,7 @@ _CONFIG_DUMP = """
                 "rootpath": str(config.rootpath), "cwd": os.getcwd(),
                 "skipping": config.pluginmanager.has_plugin("skipping"),
                 "junitxml": config.pluginmanager.has_plugin("junitxml"),
+                "runxfail": hasattr(config.option, "runxfail"),
                 "registered": sorted(
                     name for name, plugin in config.pluginmanager.list_name_plugin()
                     if plugin is not None and name.startswith("_pytest")
@@ -449,6 +450,7 @@ def test_premade_config_gives_the_cold_plugins_when_a_plugin_is_blocked(
         assert view(warm) == view(cold) and config_dumps(dumps) == expected
     assert outcomes(cold) == {"test_known": "failed", "test_plain": "passed"}
     assert not expected[0]["skipping"] and expected[0]["junitxml"]
+    assert expected[0]["runxfail"] is (where != "arguments")  # options of a registered plugin
     assert runner.premade_runs > taken and not runner.notes
 
 

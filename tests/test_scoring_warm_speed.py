@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from test_scoring_warm import QUICK_ENV, project, server_pids, spec, view
+from test_scoring_warm import QUICK_ENV, both, project, server_pids, spec, view
 
 from treesearch import sandbox
 from treesearch.scoring import TestRun, run_tests
 from treesearch.scoring.warm import WarmRunner
+from treesearch.scoring.warm_plan import shell_execs
 
 
 def outcomes(run: TestRun) -> dict[str, str]:
@@ -342,22 +343,26 @@ def _wait_until(check: Callable[[], bool], seconds: float = 30.0) -> bool:
     return check()
 
 
+@pytest.mark.parametrize("how", ["argv", "shell line"])
 def test_spare_child_forked_between_runs_ends_with_its_killed_server(
-    tmp_path: Path, runner: WarmRunner
+    tmp_path: Path, runner: WarmRunner, how: str
 ) -> None:
-    """The server forks the next run's child ahead of time; a server killed outright (no chance
-    to end it) leaves no such child behind, and the runner goes on with a new server."""
+    """The server forks the next run's child ahead of time (for a shell line through dash, with
+    the tests' process it forks ahead in turn); a server killed outright (no chance to end them)
+    leaves none of them behind, and the runner goes on with a new server."""
     ws = project(tmp_path / "ws", {"test_a.py": "def test_a():\n    pass\n"})
-    cold = run_tests(spec(), ws)
-    assert view(run_tests(spec(), ws, warm=runner)) == view(cold)
+    s = spec() if how == "argv" else spec(command=f"{sys.executable} -m pytest -q")
+    cold = run_tests(s, ws)
+    assert view(run_tests(s, ws, warm=runner)) == view(cold)
     assert runner._scratch is not None
     scratch = str(runner._scratch)
     (server,) = runner._servers.values()
-    assert _wait_until(lambda: len(server_pids(scratch)) == 2)  # the server and its spare
+    ahead = 3 if how == "shell line" and not shell_execs() else 2
+    assert _wait_until(lambda: len(server_pids(scratch)) == ahead)  # the server, its spare(s)
     os.kill(server.proc.pid, signal.SIGKILL)
     server.proc.wait()
     assert _wait_until(lambda: not server_pids(scratch))
-    assert view(run_tests(spec(), ws, warm=runner)) == view(cold)
+    assert view(run_tests(s, ws, warm=runner)) == view(cold)
     assert runner.warm_runs == 2
 
 
@@ -588,3 +593,39 @@ def test_unbuffered_output_of_a_warm_run_is_the_cold_run_s(
     assert clean.sub("", warm.stdout) == clean.sub("", cold.stdout)
     assert (warm.stderr, warm.exit_code) == (cold.stderr, cold.exit_code)
     assert "199:14" in cold.stdout and "29 failed" in cold.stdout and runner.warm_runs == 1
+
+
+# --- the tests' process forked ahead for a shell that does not exec -------------------------------
+
+_FAMILY = """
+    import os
+
+    def test_family():
+        leader = os.getpgrp()
+        print("FAMILY", os.getpid() == leader, os.getppid() == leader, os.getsid(0) == leader)
+"""
+
+
+def test_spare_child_forked_for_a_shell_line_serves_argument_vectors_and_back(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """A spare that expects a shell line (the last run's) has made its session and forked the
+    tests' process ahead; an argument vector next makes it end that process and run the tests
+    itself, and a shell line after an argument vector forks at the request: every run's process
+    family is the cold run's (through dash: the shell leads the group and is the parent)."""
+    ws = project(tmp_path / "ws", {"test_a.py": _FAMILY})
+    line = spec("-s", command=f"{sys.executable} -m pytest -q -s")
+    vector = spec("-s")
+
+    def family(run: TestRun) -> str:
+        return next(x for x in run.output.splitlines() if x.startswith("FAMILY"))
+
+    seen = []
+    for s in (line, line, vector, vector, line, vector, line):
+        cold, warm = both(s, ws, runner)
+        assert view(warm) == view(cold) and family(warm) == family(cold)
+        seen.append(family(cold))
+    assert runner.warm_runs == 7 and not runner.notes
+    assert seen[2] == "FAMILY True False True"  # an argument vector leads its group
+    if not shell_execs():
+        assert seen[0] == "FAMILY False True True"  # dash leads the group of a shell line

@@ -192,12 +192,16 @@ def _thaw_on_introspection():
         setattr(gc, name, thawing(getattr(gc, name)))
 
 
-def _child(request, fds, sock):
-    """In the forked child: become the cold run's process, run pytest, exit with its status."""
-    _thaw_on_introspection()
+def _child(request, fds, sock, spare=None):
+    """In the forked child: become the cold run's process, run pytest, exit with its status.
+    ``spare``: what a spare child made ahead (``_ahead``)."""
+    if spare is None:
+        _thaw_on_introspection()
+        os.setsid()
+    elif not spare["led"]:
+        os.setsid()
     out_fd, err_fd = fds[0], fds[1]
     announce = fds[2] if len(fds) > 2 else None
-    os.setsid()
     if announce is not None:  # tell the lifecycle watchdog about this group at once
         try:
             os.write(announce, ("%d %d\n" % (os.getpid(), _start_time())).encode("ascii"))
@@ -205,14 +209,38 @@ def _child(request, fds, sock):
             pass
         os.close(announce)
     os.close(sock.detach())
+    tests = spare.get("tests") if spare is not None else None
+    if tests is not None:
+        pid, channel = tests
+        if request.get("shell_parent"):  # the tests' process forked ahead takes the run
+            _send(channel, request, [out_fd, err_fd])
+            channel.close()
+            _stdio_fds(out_fd, err_fd)
+            _wait_as_shell(pid)
+        channel.close()  # not a run through the shell: this process runs the tests
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+    _stdio_fds(out_fd, err_fd)
+    if request.get("shell_parent"):
+        _shell_parent()
+    _run_request(request)
+
+
+def _stdio_fds(out_fd, err_fd):
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
     for fd in {null, out_fd, err_fd} - {0, 1, 2}:
         os.close(fd)
-    if request.get("shell_parent"):
-        _shell_parent()
+
+
+def _run_request(request):
+    """In the tests' process, its standard streams set: take the run's folder, environment,
+    ``sys.path`` and ``__main__``, run pytest, exit with its status."""
     sys.stdin = sys.__stdin__ = _stdio(0, False, sys.__stdin__)  # type: ignore[misc]
     sys.stdout = sys.__stdout__ = _stdio(1, True, sys.__stdout__)  # type: ignore[misc]
     sys.stderr = sys.__stderr__ = _stdio(2, True, sys.__stderr__)  # type: ignore[misc]
@@ -255,6 +283,10 @@ def _shell_parent():
     pid = os.fork()
     if pid == 0:
         return
+    _wait_as_shell(pid)
+
+
+def _wait_as_shell(pid):
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     while True:
         try:
@@ -363,7 +395,43 @@ def _kill_group(pid):
         pass
 
 
-def _fork_spare(sock):
+def _ahead(channel, shell):
+    """In a spare child, before its request: what does not depend on it. A spare that expects
+    to be ``/bin/sh`` of a shell that does not exec (the last run was) makes its session and
+    forks the tests' process now, which waits for the run on a channel of its own (and ends
+    with it); told otherwise by the request, it ends that process and runs the tests itself."""
+    _thaw_on_introspection()
+    made = {"led": False, "tests": None}
+    if not shell:
+        return made
+    try:
+        os.setsid()
+        made["led"] = True
+        here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+    except OSError:
+        return made
+    if pid == 0:
+        try:
+            os.close(channel.detach())
+            here.close()
+            try:
+                request, fds = _recv(there)
+            except BaseException:  # noqa: BLE001 - the spare ended or runs the tests itself
+                os._exit(0)
+            there.close()
+            _stdio_fds(fds[0], fds[1])
+            _run_request(request)
+        except BaseException:  # noqa: BLE001 - the run's stderr says why, if it is set up
+            traceback.print_exc()
+        finally:
+            os._exit(70)
+    there.close()
+    made["tests"] = (pid, here)
+    return made
+
+
+def _fork_spare(sock, shell=False):
     """Fork the child of the next run now, between runs (the fork and its first copies of pages
     then cost the next run nothing): it waits for its request on a channel of its own, and ends
     when the channel does (the server ended). Made after the server's state is final for the
@@ -383,11 +451,12 @@ def _fork_spare(sock):
         try:
             os.close(sock.detach())
             ours.close()
+            made = _ahead(theirs, shell)
             try:
                 request, fds = _recv(theirs)
             except BaseException:  # noqa: BLE001 - the server ended or dropped this spare
                 os._exit(0)
-            _child(request, fds, theirs)
+            _child(request, fds, theirs, made)
         except BaseException:  # noqa: BLE001 - the run's stderr says why, if it is set up
             traceback.print_exc()
         finally:
@@ -403,6 +472,7 @@ def _drop_spare(spare):
     channel.close()  # it ends at the end of its channel
     try:
         os.kill(pid, signal.SIGKILL)
+        _kill_group(pid)  # the tests' process it forked ahead, if it did (before the reap)
         os.waitpid(pid, 0)
     except OSError:
         pass
@@ -597,7 +667,8 @@ def main():
             **_state(_SITE_DIRS),
         },
     )
-    spare = _fork_spare(sock) if settings.get("spare") and not threaded else None
+    shell = bool(settings.get("shell_parent"))
+    spare = _fork_spare(sock, shell) if settings.get("spare") and not threaded else None
     while True:
         try:
             request, fds = _recv(sock)
@@ -624,7 +695,8 @@ def main():
             return  # the client starts a new server without that module
         if _PREMADE is not None:
             _premade(request["args"], written, base_path)
-        spare = _fork_spare(sock) if settings.get("spare") else None
+        shell = bool(request.get("shell_parent"))
+        spare = _fork_spare(sock, shell) if settings.get("spare") else None
 
 
 _SITE_DIRS = []  # type: list[str]

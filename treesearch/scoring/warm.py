@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch import lifecycle
-from treesearch.scoring.warm_plan import Launch, ShellEnv, plan
+from treesearch.scoring.warm_plan import Launch, ShellEnv, plan, shell_execs
 from treesearch.scoring.warm_proc import WarmServer, WarmServerError, WarmUpError
 from treesearch.types import ProcessResult
 
@@ -328,6 +328,7 @@ class WarmRunner:
                     spare=self._spare,
                     premade=launch.args if self._premade else None,
                     tree_memo=self._tree_memo,
+                    shell_parent=launch.shell and not shell_execs(),
                 )
             except WarmUpError as exc:  # the same server without the warm-up session
                 self._warm_up = False

@@ -105,6 +105,7 @@ class WarmServer:
         spare: bool = False,
         premade: Sequence[str] | None = None,
         tree_memo: bool = False,
+        shell_parent: bool = False,
     ) -> None:
         self.preload = list(preload)
         self.deny = set(deny)
@@ -132,6 +133,7 @@ class WarmServer:
                     "spare": spare,
                     "premade": premade is not None,
                     "tree_memo": tree_memo,
+                    "shell_parent": shell_parent,
                     "pytest_args": list(premade) if premade is not None else None,
                 }
             )

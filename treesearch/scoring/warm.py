@@ -326,7 +326,7 @@ class WarmRunner:
                     warm_up=self._warm_up,
                     rewrite_cache=self._rewrite_cache,
                     spare=self._spare,
-                    premade=launch.args if self._premade else None,
+                    premade_args=launch.args if self._premade else None,
                     tree_memo=self._tree_memo,
                     shell_parent=launch.shell and not shell_execs(),
                 )

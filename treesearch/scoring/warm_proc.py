@@ -103,17 +103,21 @@ class WarmServer:
         warm_up: bool = False,
         rewrite_cache: bool = False,
         spare: bool = False,
-        premade: Sequence[str] | None = None,
+        premade_args: Sequence[str] | None = None,
         tree_memo: bool = False,
         shell_parent: bool = False,
     ) -> None:
+        """``premade_args``: make pytest's configuration ahead for runs with these arguments
+        (None: never); ``tree_memo``: keep failure reports' syntax trees; ``shell_parent``: the
+        runs are shell lines through a ``/bin/sh`` that does not exec (the spare child forks the
+        tests' process ahead)."""
         self.preload = list(preload)
         self.deny = set(deny)
         script = scratch / "_treesearch_warm_server.py"
         if not script.exists():
             shutil.copyfile(_warm_server.__file__, script)
         speed = scratch / f"{_SPEED_MODULE}.py"
-        speedy = warm_up or rewrite_cache or premade is not None or tree_memo
+        speedy = warm_up or rewrite_cache or premade_args is not None or tree_memo
         if speedy and not speed.exists():
             shutil.copyfile(_warm_speed.__file__, speed)
         session = scratch / f"{_SESSION_MODULE}.py"
@@ -131,10 +135,10 @@ class WarmServer:
                     "warm_up": str(scratch / "warm-up") if warm_up else None,
                     "rewrite_cache": str(scratch / "rewritten") if rewrite_cache else None,
                     "spare": spare,
-                    "premade": premade is not None,
+                    "premade": premade_args is not None,
                     "tree_memo": tree_memo,
                     "shell_parent": shell_parent,
-                    "pytest_args": list(premade) if premade is not None else None,
+                    "pytest_args": list(premade_args) if premade_args is not None else None,
                 }
             )
         )

@@ -36,7 +36,8 @@ _DRAIN_SECONDS = 1.0
 _GATHER_SECONDS = 0.002
 """After reading a run's output, wait this long for the server's word only (the end of the run
 is seen at once), so that the many small writes of an unbuffered run (``PYTHONUNBUFFERED``:
-one write per character pytest shows) are read together, not one wake-up each."""
+one write per character pytest shows) are read together, not one wake-up each. Not after a read
+that filled its buffer (a run writing fast is read at once)."""
 _SPEED_MODULE = "_treesearch_warm_speed"
 _SESSION_MODULE = "_treesearch_warm_session"
 
@@ -316,7 +317,7 @@ class WarmServer:
                         data = os.read(key.fd, 65536)
                         if data:
                             key.data.feed(data)
-                            output = True
+                            output = len(data) < 65536  # a full pipe: read on at once
                         else:
                             selector.unregister(key.fd)
                     if output and poll is None and not exited.is_set():

@@ -307,7 +307,7 @@ class WarmServer:
                     left = until - time.monotonic()
                     if left <= 0:
                         return False
-                    output = False
+                    output = full = False
                     for key, _ in selector.select(left if poll is None else min(left, poll)):
                         if key.data is None:
                             status = int(_recv(self.sock, _REPLY_SECONDS)["exit"])
@@ -317,10 +317,11 @@ class WarmServer:
                         data = os.read(key.fd, 65536)
                         if data:
                             key.data.feed(data)
-                            output = len(data) < 65536  # a full pipe: read on at once
+                            output = True
+                            full = full or len(data) == 65536  # a full pipe: read on at once
                         else:
                             selector.unregister(key.fd)
-                    if output and poll is None and not exited.is_set():
+                    if output and not full and poll is None and not exited.is_set():
                         wait = min(_GATHER_SECONDS, until - time.monotonic())
                         if wait > 0:
                             select.select([self.sock], [], [], wait)

@@ -197,8 +197,7 @@ def _child(request, fds, sock, spare=None):
     ``spare``: what a spare child made ahead (``_ahead``)."""
     if spare is None:
         _thaw_on_introspection()
-        os.setsid()
-    elif not spare["led"]:
+    if spare is None or not spare["led"]:
         os.setsid()
     out_fd, err_fd = fds[0], fds[1]
     announce = fds[2] if len(fds) > 2 else None
@@ -388,6 +387,14 @@ def _exit(code):
 # --- the server -----------------------------------------------------------------------------------
 
 
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+
+
 def _kill_group(pid):
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -396,10 +403,9 @@ def _kill_group(pid):
 
 
 def _ahead(channel, shell):
-    """In a spare child, before its request: what does not depend on it. A spare that expects
-    to be ``/bin/sh`` of a shell that does not exec (the last run was) makes its session and
-    forks the tests' process now, which waits for the run on a channel of its own (and ends
-    with it); told otherwise by the request, it ends that process and runs the tests itself."""
+    """In a spare child, before its request: what does not depend on it. One that expects to
+    be the ``/bin/sh`` of a shell that does not exec (the last run's was) makes its session and
+    forks the tests' process now, which waits for the run on a channel of its own."""
     _thaw_on_introspection()
     made = {"led": False, "tests": None}
     if not shell:
@@ -437,11 +443,7 @@ def _fork_spare(sock, shell=False):
     when the channel does (the server ended). Made after the server's state is final for the
     next run (after it imports what the last run taught it): the same process a fork at the
     request would give. (pid, channel), or None."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:  # noqa: BLE001
-            pass
+    _flush()
     try:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
@@ -498,11 +500,7 @@ def _serve_run(sock, request, fds, spare=None):
     it when told to."""
     pid = _use_spare(spare, request, fds) if spare is not None else None
     if pid is None:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:  # noqa: BLE001
-                pass
+        _flush()
         pid = os.fork()
         if pid == 0:
             try:
@@ -539,16 +537,12 @@ def _serve_run(sock, request, fds, spare=None):
 
 def _written(request):
     """What the last run's child wrote for the server (``_write_modules``)."""
-    modules_file = request.get("modules_file")
-    if modules_file:
-        try:
-            with open(modules_file, encoding="utf-8") as handle:
-                written = json.load(handle)
-            if isinstance(written, dict):
-                return written
-        except (OSError, ValueError):
-            pass
-    return {}
+    try:
+        with open(request.get("modules_file") or "", encoding="utf-8") as handle:
+            written = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return written if isinstance(written, dict) else {}
 
 
 def _learn(request, written, deny, base_path):
@@ -572,8 +566,7 @@ def _learn(request, written, deny, base_path):
 
 
 def _premade(args, written, base_path):
-    """Make pytest's configuration for the next run, unless the one held fits its arguments
-    and the keyword arguments of the last run's call."""
+    """Make pytest's configuration for the next run (``PremadeConfig.make``)."""
     kwargs = written.get("config_kwargs")
     config = _PREMADE.config
     _PREMADE.make(args, kwargs if isinstance(kwargs, dict) else _PREMADE.kwargs)
@@ -583,8 +576,7 @@ def _premade(args, written, base_path):
 
 
 def _load(name, folder):
-    """A helper module of the server from its copy in ``folder`` (never in ``sys.modules``: a
-    child does not see it)."""
+    """A helper module from its copy in ``folder`` (not in ``sys.modules``: no child sees it)."""
     spec = importlib.util.spec_from_file_location(name, os.path.join(folder, name + ".py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -592,9 +584,8 @@ def _load(name, folder):
 
 
 def _speed(settings, folder):
-    """Install the rewrite cache, make the warm-up session (``_warm_speed``), pytest's
-    configuration and the memo of syntax trees (``_warm_session``) as the settings ask; what
-    became of each, for the client."""
+    """Install the rewrite cache, make the warm-up session (``_warm_speed``), pytest's config and
+    the memo of syntax trees (``_warm_session``) as asked; what became of each, for the client."""
     out = {}
     name = settings.get("speed_module")
     if not name:

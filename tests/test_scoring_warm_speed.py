@@ -614,8 +614,9 @@ def test_spare_child_forked_for_a_shell_line_serves_argument_vectors_and_back(
     itself, and a shell line after an argument vector forks at the request: every run's process
     family is the cold run's (through dash: the shell leads the group and is the parent)."""
     ws = project(tmp_path / "ws", {"test_a.py": _FAMILY})
-    line = spec("-s", command=f"{sys.executable} -m pytest -q -s")
-    vector = spec("-s")
+    env = {**QUICK_ENV, "PWD": str(ws)}  # what dash sets: one server for both kinds of run
+    line = spec("-s", command=f"{sys.executable} -m pytest -q -s", env=env)
+    vector = spec("-s", env=env)
 
     def family(run: TestRun) -> str:
         return next(x for x in run.output.splitlines() if x.startswith("FAMILY"))
@@ -625,7 +626,7 @@ def test_spare_child_forked_for_a_shell_line_serves_argument_vectors_and_back(
         cold, warm = both(s, ws, runner)
         assert view(warm) == view(cold) and family(warm) == family(cold)
         seen.append(family(cold))
-    assert runner.warm_runs == 7 and not runner.notes
+    assert runner.warm_runs == 7 and not runner.notes and len(runner._servers) == 1
     assert seen[2] == "FAMILY True False True"  # an argument vector leads its group
     if not shell_execs():
         assert seen[0] == "FAMILY False True True"  # dash leads the group of a shell line

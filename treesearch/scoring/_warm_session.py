@@ -222,14 +222,16 @@ class TreeMemo:
     from one traceback entry to the next and never changes. A memo hit does what the parse
     would have done around it (a ``catch_warnings`` block that ignores warnings), so the
     warnings machinery sees the same changes. Installed only over the exact text it knows,
-    used only while ``ast.parse`` is the one it saw. ``get_statement_startend2`` (a function of
-    a line number and a tree it only reads) is kept per tree of the memo too, as pytest 9.2
-    keeps its statements' line numbers on the tree itself."""
+    used only while ``ast.parse`` is the one it saw. Its answer (a function of the line number
+    and the source text, whose lines are the text's) is kept too, and
+    ``get_statement_startend2``'s per tree of the memo (pytest 9.2 keeps its statements' line
+    numbers on the tree itself)."""
 
     def __init__(self):
         self.trees = {}
         self.owned = {}  # id -> tree of ``trees`` (alive while there)
         self.ranges = {}
+        self.results = {}  # (text, line number, assertion) -> the answer
         self.why_not = ""
         try:
             import ast
@@ -254,6 +256,34 @@ class TreeMemo:
         self.parse = ast.parse
         self.ast = ast
 
+    def statement_range(self, lineno, source, assertion, astnode):
+        """``getstatementrange_ast``'s answer, from the memo when it has this text."""
+        __tracebackhide__ = True  # noqa: F841
+        original = self.original
+        if self.ast.parse is not self.parse:
+            return original(lineno, source, assertion, astnode)
+        content = str(source)
+        tree = self.trees.get(content)
+        if astnode is not None and astnode is not tree:
+            return original(lineno, source, assertion, astnode)
+        key = (content, lineno, assertion)
+        found = self.results.get(key)
+        if found is not None or tree is not None:
+            if astnode is None:  # what the parse would have done around it
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+            if found is None:
+                found = self.results[key] = original(lineno, source, assertion, tree)
+            return found
+        found = original(lineno, source, assertion, None)
+        if len(self.trees) >= _MAX_TREES:
+            for table in (self.trees, self.owned, self.ranges, self.results):
+                table.clear()
+        self.trees[content] = found[0]
+        self.owned[id(found[0])] = found[0]
+        self.results[key] = found
+        return found
+
     def install(self):
         if self.why_not:
             return False
@@ -261,22 +291,7 @@ class TreeMemo:
 
         def getstatementrange_ast(lineno, source, assertion=False, astnode=None):
             __tracebackhide__ = True  # noqa: F841 - pytest leaves this frame out of tracebacks
-            if astnode is not None or memo.ast.parse is not memo.parse:
-                return original(lineno, source, assertion, astnode)
-            content = str(source)
-            astnode = memo.trees.get(content)
-            if astnode is None:
-                found = original(lineno, source, assertion, None)
-                if len(memo.trees) >= _MAX_TREES:
-                    memo.trees.clear()
-                    memo.owned.clear()
-                    memo.ranges.clear()
-                memo.trees[content] = found[0]
-                memo.owned[id(found[0])] = found[0]
-                return found
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-            return original(lineno, source, assertion, astnode)
+            return memo.statement_range(lineno, source, assertion, astnode)
 
         startend = self.startend
 

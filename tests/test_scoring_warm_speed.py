@@ -521,34 +521,36 @@ def test_conftest_that_registers_a_plugin_gives_the_cold_result_with_the_premade
 _REWRITES_ITSELF = """
     import pathlib
 
-    def test_first():
-        assert [1, 2, 3] == [
+    def check(value):
+        assert value == [
             1, 2, 4,
         ]
+
+    def test_first():
+        check([1, 2, 3])
 
     def test_rewrite_this_file():
         path = pathlib.Path(__file__)
         path.write_text("# shifted\\n" * 3 + path.read_text())
 
     def test_after():
+        check([1, 2, 5])
+
+    def test_last():
         value = {"a": 1}
         assert value == {
             "a": 2,
         }
-
-    def test_last():
-        raise ValueError(
-            "last"
-        )
 """
 
 
 def test_failure_reports_show_the_statements_of_the_source_as_it_is_at_each_failure(
     tmp_path: Path, runner: WarmRunner
 ) -> None:
-    """The memo of parsed sources is keyed by the source text, not the file: a test that
-    rewrites its own module between two failures gets the statement ranges of the new text in
-    the later reports, as in a cold run (a memo by file would show the old statements)."""
+    """The memo of parsed sources and statement ranges is keyed by the source text, not the
+    file: a test that rewrites its own module between two failures at the same line gets the
+    statement ranges of the new text in the later report, as in a cold run (a memo by file or
+    by line would show the old statements)."""
     source = textwrap.dedent(_REWRITES_ITSELF)
     ws = project(tmp_path / "ws", {"test_a.py": source})
     s = spec("-vv")

@@ -342,19 +342,19 @@ def _write_modules(path):
     if not path:
         return
     try:
-        site_dirs = _SITE_DIRS
-        known = _SERVER_MODULES  # the server has them (and the client knows why)
         names = sorted(
             name
             for name, module in list(sys.modules.items())
-            if name not in known
+            if name not in _SERVER_MODULES  # the server has them (and the client knows why)
             and name not in _STARTUP
-            and _installed(_module_file(module), site_dirs)
+            and _installed(_module_file(module), _SITE_DIRS)
         )
         used = _PREMADE is not None and _PREMADE.used
         seen = _PREMADE.seen if _PREMADE is not None else None
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump({"modules": names, "premade": used, "config_kwargs": seen}, handle)
+        words = {"modules": names, "premade": used, "config_kwargs": seen}
+        if _written({"modules_file": path}) != words:  # (a rewrite's truncation waits on disk)
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump(words, handle)
     except BaseException:  # noqa: BLE001 - a hint only
         pass
 
@@ -611,8 +611,7 @@ def _speed(settings, folder):
     if settings.get("premade"):
         global _PREMADE
         _PREMADE = session.PremadeConfig(_SITE_DIRS, speed.snapshot, speed.installed)
-        if settings.get("pytest_args") is not None:
-            _PREMADE.make(settings["pytest_args"])
+        _PREMADE.make(settings.get("pytest_args") or [])
         out["premade"] = _PREMADE.why_not
     return out
 
@@ -658,7 +657,7 @@ def main():
             **_state(_SITE_DIRS),
         },
     )
-    shell = bool(settings.get("shell_parent"))
+    shell = settings.get("shell_parent")
     spare = _fork_spare(sock, shell) if settings.get("spare") and not threaded else None
     while True:
         try:
@@ -686,8 +685,7 @@ def main():
             return  # the client starts a new server without that module
         if _PREMADE is not None:
             _premade(request["args"], written, base_path)
-        shell = bool(request.get("shell_parent"))
-        spare = _fork_spare(sock, shell) if settings.get("spare") else None
+        spare = _fork_spare(sock, request.get("shell_parent")) if settings.get("spare") else None
 
 
 _SITE_DIRS = []  # type: list[str]

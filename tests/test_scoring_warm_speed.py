@@ -13,15 +13,18 @@ import os
 import re
 import signal
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from test_scoring_warm import QUICK_ENV, project, server_pids, spec, view
+from test_scoring_warm import QUICK_ENV, both, project, server_pids, spec, view
 
+from treesearch import sandbox
 from treesearch.scoring import TestRun, run_tests
 from treesearch.scoring.warm import WarmRunner
+from treesearch.scoring.warm_plan import shell_execs
 
 
 def outcomes(run: TestRun) -> dict[str, str]:
@@ -340,20 +343,292 @@ def _wait_until(check: Callable[[], bool], seconds: float = 30.0) -> bool:
     return check()
 
 
+@pytest.mark.parametrize("how", ["argv", "shell line"])
 def test_spare_child_forked_between_runs_ends_with_its_killed_server(
-    tmp_path: Path, runner: WarmRunner
+    tmp_path: Path, runner: WarmRunner, how: str
 ) -> None:
-    """The server forks the next run's child ahead of time; a server killed outright (no chance
-    to end it) leaves no such child behind, and the runner goes on with a new server."""
+    """The server forks the next run's child ahead of time (for a shell line through dash, with
+    the tests' process it forks ahead in turn); a server killed outright (no chance to end them)
+    leaves none of them behind, and the runner goes on with a new server."""
     ws = project(tmp_path / "ws", {"test_a.py": "def test_a():\n    pass\n"})
-    cold = run_tests(spec(), ws)
-    assert view(run_tests(spec(), ws, warm=runner)) == view(cold)
+    s = spec() if how == "argv" else spec(command=f"{sys.executable} -m pytest -q")
+    cold = run_tests(s, ws)
+    assert view(run_tests(s, ws, warm=runner)) == view(cold)
     assert runner._scratch is not None
     scratch = str(runner._scratch)
     (server,) = runner._servers.values()
-    assert _wait_until(lambda: len(server_pids(scratch)) == 2)  # the server and its spare
+    ahead = 3 if how == "shell line" and not shell_execs() else 2
+    assert _wait_until(lambda: len(server_pids(scratch)) == ahead)  # the server, its spare(s)
     os.kill(server.proc.pid, signal.SIGKILL)
     server.proc.wait()
     assert _wait_until(lambda: not server_pids(scratch))
-    assert view(run_tests(spec(), ws, warm=runner)) == view(cold)
+    assert view(run_tests(s, ws, warm=runner)) == view(cold)
     assert runner.warm_runs == 2
+
+
+# --- pytest's configuration made in the server ----------------------------------------------------
+
+_CONFIG_DUMP = """
+    import json, os
+
+    def pytest_configure(config):
+        params = config.invocation_params
+        with open(os.environ["CONFIG_DUMP"], "a") as out:
+            out.write(json.dumps({
+                "dir": str(params.dir), "args": list(params.args), "plugins": params.plugins,
+                "rootpath": str(config.rootpath), "cwd": os.getcwd(),
+                "skipping": config.pluginmanager.has_plugin("skipping"),
+                "junitxml": config.pluginmanager.has_plugin("junitxml"),
+                "runxfail": hasattr(config.option, "runxfail"),
+                "registered": sorted(
+                    name for name, plugin in config.pluginmanager.list_name_plugin()
+                    if plugin is not None and name.startswith("_pytest")
+                ),
+            }) + "\\n")
+"""
+_XFAIL = """
+    import pytest
+
+    @pytest.mark.xfail(reason="known")
+    def test_known():
+        assert 0
+
+    def test_plain():
+        assert 1
+"""
+
+
+def config_dumps(path: Path) -> list[dict[str, object]]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    path.unlink()
+    for row in rows:  # the run's report lives in its own scratch folder
+        row["args"] = [re.sub(r"/score-[^/]*/", "/score-X/", str(a)) for a in row["args"]]
+    return rows
+
+
+def test_premade_config_is_taken_with_the_run_s_folder_arguments_and_plugins(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """The server makes pytest's configuration ahead; a run that takes it sees the folder and
+    arguments of its own call (not the server's), and the plugins of a cold run."""
+    ws = project(tmp_path / "ws", {"conftest.py": _CONFIG_DUMP, "sub/test_a.py": _XFAIL})
+    dumps = tmp_path / "dumps.jsonl"
+    s = spec("sub", env={**QUICK_ENV, "CONFIG_DUMP": str(dumps)})
+    for _ in range(3):
+        cold = run_tests(s, ws)
+        expected = config_dumps(dumps)
+        warm = run_tests(s, ws, warm=runner)
+        assert view(warm) == view(cold) and config_dumps(dumps) == expected
+    assert expected[0]["dir"] == str(ws) and expected[0]["skipping"]
+    assert runner.warm_runs == 3 and runner.premade_runs >= 2 and not runner.notes
+
+
+@pytest.mark.parametrize("where", ["arguments", "ini addopts", "PYTEST_ADDOPTS"])
+def test_premade_config_gives_the_cold_plugins_when_a_plugin_is_blocked(
+    tmp_path: Path, runner: WarmRunner, where: str
+) -> None:
+    """``-p no:skipping`` in the arguments changes what ``get_config`` registers: the config
+    made for other arguments must not be taken (the xfail test fails, as in a cold run). In an
+    ini file's ``addopts`` or ``PYTEST_ADDOPTS`` it is read after ``get_config``, in the child,
+    as in a cold run."""
+    files = {"conftest.py": _CONFIG_DUMP, "test_a.py": _XFAIL}
+    ws = project(tmp_path / "ws", files)
+    dumps = tmp_path / "dumps.jsonl"
+    env = {**QUICK_ENV, "CONFIG_DUMP": str(dumps)}
+    plain = spec(env=env)
+    run_tests(plain, ws, warm=runner)  # the server makes the config of these arguments
+    run_tests(plain, ws, warm=runner)
+    config_dumps(dumps)
+    taken = runner.premade_runs
+    assert taken >= 1
+    if where == "arguments":
+        blocked = spec("-p", "no:skipping", env=env)
+    elif where == "ini addopts":
+        (ws / "pytest.ini").write_text("[pytest]\naddopts = -p no:skipping\n")
+        blocked = plain
+    else:
+        blocked = spec(env={**env, "PYTEST_ADDOPTS": "-p no:skipping"})
+    for _ in range(3):
+        cold = run_tests(blocked, ws)
+        expected = config_dumps(dumps)
+        warm = run_tests(blocked, ws, warm=runner)
+        assert view(warm) == view(cold) and config_dumps(dumps) == expected
+    assert outcomes(cold) == {"test_known": "failed", "test_plain": "passed"}
+    assert not expected[0]["skipping"] and expected[0]["junitxml"]
+    assert expected[0]["runxfail"] is (where != "arguments")  # options of a registered plugin
+    assert runner.premade_runs > taken and not runner.notes
+
+
+def test_premade_config_is_not_taken_when_pytest_debug_asks_for_its_trace(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """``PYTEST_DEBUG`` (read by the plugin manager that ``get_config`` makes) traces every
+    plugin's registration: a run with it makes its own configuration, as a cold run does."""
+    conftest = _CONFIG_DUMP.replace(
+        '"plugins": params.plugins,',
+        '"plugins": params.plugins, "tracing": config.pluginmanager.trace.root._writer is not None,',
+    )
+    ws = project(
+        tmp_path / "ws", {"conftest.py": conftest, "test_a.py": "def test_a():\n    assert 1\n"}
+    )
+    dumps = tmp_path / "dumps.jsonl"
+    env = {**QUICK_ENV, "CONFIG_DUMP": str(dumps)}
+    run_tests(spec(env=env), ws, warm=runner)
+    run_tests(spec(env=env), ws, warm=runner)
+    assert [row["tracing"] for row in config_dumps(dumps)] == [False, False]
+    taken = runner.premade_runs
+    assert taken >= 1
+    s = spec(env={**env, "PYTEST_DEBUG": "1"})
+    cold = run_tests(s, ws)
+    expected = config_dumps(dumps)
+    warm = run_tests(s, ws, warm=runner)
+    assert view(warm) == view(cold) and config_dumps(dumps) == expected
+    assert expected[0]["tracing"] and runner.premade_runs == taken
+
+
+def test_conftest_that_registers_a_plugin_gives_the_cold_result_with_the_premade_config(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    ws = project(
+        tmp_path / "ws",
+        {
+            "conftest.py": "pytest_plugins = ['helper_plugin']\n" + textwrap.dedent(_CONFIG_DUMP),
+            "helper_plugin.py": """
+                import pytest
+
+                @pytest.fixture
+                def answer():
+                    return 42
+
+                def pytest_configure(config):
+                    config.pluginmanager.set_blocked("junitxml")
+            """,
+            "test_a.py": "def test_a(answer):\n    assert answer == 42\n",
+        },
+    )
+    dumps = tmp_path / "dumps.jsonl"
+    s = spec(env={**QUICK_ENV, "CONFIG_DUMP": str(dumps)})
+    for _ in range(3):
+        cold = run_tests(s, ws)
+        expected = config_dumps(dumps)
+        warm = run_tests(s, ws, warm=runner)
+        assert view(warm) == view(cold) and config_dumps(dumps) == expected
+    assert runner.premade_runs >= 2
+
+
+# --- the memo of failure reports' syntax trees ----------------------------------------------------
+
+_REWRITES_ITSELF = """
+    import pathlib
+
+    def check(value):
+        assert value == [
+            1, 2, 4,
+        ]
+
+    def test_first():
+        check([1, 2, 3])
+
+    def test_rewrite_this_file():
+        path = pathlib.Path(__file__)
+        path.write_text("# shifted\\n" * 3 + path.read_text())
+
+    def test_after():
+        check([1, 2, 5])
+
+    def test_last():
+        value = {"a": 1}
+        assert value == {
+            "a": 2,
+        }
+"""
+
+
+def test_failure_reports_show_the_statements_of_the_source_as_it_is_at_each_failure(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """The memo of parsed sources and statement ranges is keyed by the source text, not the
+    file: a test that rewrites its own module between two failures at the same line gets the
+    statement ranges of the new text in the later report, as in a cold run (a memo by file or
+    by line would show the old statements)."""
+    source = textwrap.dedent(_REWRITES_ITSELF)
+    ws = project(tmp_path / "ws", {"test_a.py": source})
+    s = spec("-vv")
+
+    def text(run: TestRun) -> str:
+        return re.sub(r"in \d+\.\d+s|/score-[^/]*/", "X", run.output)
+
+    for _ in range(2):
+        (ws / "test_a.py").write_text(source)
+        cold = run_tests(s, ws)
+        (ws / "test_a.py").write_text(source)
+        warm = run_tests(s, ws, warm=runner)
+        assert view(warm) == view(cold) and text(warm) == text(cold)
+    assert "# shifted" in (ws / "test_a.py").read_text() and "AssertionError" in cold.output
+    assert runner.warm_runs == 2 and not runner.notes
+
+
+def test_unbuffered_output_of_a_warm_run_is_the_cold_run_s(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """The client reads a run's output in gathers: every byte of many small unbuffered
+    writes arrives, in order."""
+    ws = project(
+        tmp_path / "ws",
+        {
+            "test_a.py": """
+                import sys, pytest
+
+                @pytest.mark.parametrize("n", range(200))
+                def test_n(n):
+                    for i in range(15):
+                        sys.stdout.write(f"{n}:{i} ")
+                    assert n % 7
+            """
+        },
+    )
+    command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider"]
+    env = {**QUICK_ENV, "PYTHONUNBUFFERED": "1"}
+    cold = sandbox.run(command, ws, timeout=60, extra_env=env)
+    warm = runner.run(command, ws, timeout=60, extra_env=env, workspace=ws, cold=sandbox.run)
+    clean = re.compile(r"in \d+\.\d+s")
+    assert clean.sub("", warm.stdout) == clean.sub("", cold.stdout)
+    assert (warm.stderr, warm.exit_code) == (cold.stderr, cold.exit_code)
+    assert "199:14" in cold.stdout and "29 failed" in cold.stdout and runner.warm_runs == 1
+
+
+# --- the tests' process forked ahead for a shell that does not exec -------------------------------
+
+_FAMILY = """
+    import os
+
+    def test_family():
+        leader = os.getpgrp()
+        print("FAMILY", os.getpid() == leader, os.getppid() == leader, os.getsid(0) == leader)
+"""
+
+
+def test_spare_child_forked_for_a_shell_line_serves_argument_vectors_and_back(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """A spare that expects a shell line (the last run's) has made its session and forked the
+    tests' process ahead; an argument vector next makes it end that process and run the tests
+    itself, and a shell line after an argument vector forks at the request: every run's process
+    family is the cold run's (through dash: the shell leads the group and is the parent)."""
+    ws = project(tmp_path / "ws", {"test_a.py": _FAMILY})
+    env = {**QUICK_ENV, "PWD": str(ws)}  # what dash sets: one server for both kinds of run
+    line = spec("-s", command=f"{sys.executable} -m pytest -q -s", env=env)
+    vector = spec("-s", env=env)
+
+    def family(run: TestRun) -> str:
+        return next(x for x in run.output.splitlines() if x.startswith("FAMILY"))
+
+    seen = []
+    for s in (line, line, vector, vector, line, vector, line):
+        cold, warm = both(s, ws, runner)
+        assert view(warm) == view(cold) and family(warm) == family(cold)
+        seen.append(family(cold))
+    assert runner.warm_runs == 7 and not runner.notes and len(runner._servers) == 1
+    assert seen[2] == "FAMILY True False True"  # an argument vector leads its group
+    if not shell_execs():
+        assert seen[0] == "FAMILY False True True"  # dash leads the group of a shell line

@@ -192,12 +192,15 @@ def _thaw_on_introspection():
         setattr(gc, name, thawing(getattr(gc, name)))
 
 
-def _child(request, fds, sock):
-    """In the forked child: become the cold run's process, run pytest, exit with its status."""
-    _thaw_on_introspection()
+def _child(request, fds, sock, spare=None):
+    """In the forked child: become the cold run's process, run pytest, exit with its status.
+    ``spare``: what a spare child made ahead (``_ahead``)."""
+    if spare is None:
+        _thaw_on_introspection()
+    if spare is None or not spare["led"]:
+        os.setsid()
     out_fd, err_fd = fds[0], fds[1]
     announce = fds[2] if len(fds) > 2 else None
-    os.setsid()
     if announce is not None:  # tell the lifecycle watchdog about this group at once
         try:
             os.write(announce, ("%d %d\n" % (os.getpid(), _start_time())).encode("ascii"))
@@ -205,14 +208,38 @@ def _child(request, fds, sock):
             pass
         os.close(announce)
     os.close(sock.detach())
+    tests = spare.get("tests") if spare is not None else None
+    if tests is not None:
+        pid, channel = tests
+        if request.get("shell_parent"):  # the tests' process forked ahead takes the run
+            _send(channel, request, [out_fd, err_fd])
+            channel.close()
+            _stdio_fds(out_fd, err_fd)
+            _wait_as_shell(pid)
+        channel.close()  # not a run through the shell: this process runs the tests
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+    _stdio_fds(out_fd, err_fd)
+    if request.get("shell_parent"):
+        _shell_parent()
+    _run_request(request)
+
+
+def _stdio_fds(out_fd, err_fd):
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
     for fd in {null, out_fd, err_fd} - {0, 1, 2}:
         os.close(fd)
-    if request.get("shell_parent"):
-        _shell_parent()
+
+
+def _run_request(request):
+    """In the tests' process, its standard streams set: take the run's folder, environment,
+    ``sys.path`` and ``__main__``, run pytest, exit with its status."""
     sys.stdin = sys.__stdin__ = _stdio(0, False, sys.__stdin__)  # type: ignore[misc]
     sys.stdout = sys.__stdout__ = _stdio(1, True, sys.__stdout__)  # type: ignore[misc]
     sys.stderr = sys.__stderr__ = _stdio(2, True, sys.__stderr__)  # type: ignore[misc]
@@ -241,6 +268,8 @@ def _child(request, fds, sock):
     main = types.ModuleType("__main__")
     main.__builtins__ = builtins
     sys.modules["__main__"] = main
+    if _PREMADE is not None:
+        _PREMADE.arm()
     code = _run_main(request)
     _write_modules(request.get("modules_file"))
     _exit(code)
@@ -253,6 +282,10 @@ def _shell_parent():
     pid = os.fork()
     if pid == 0:
         return
+    _wait_as_shell(pid)
+
+
+def _wait_as_shell(pid):
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     while True:
         try:
@@ -309,17 +342,19 @@ def _write_modules(path):
     if not path:
         return
     try:
-        site_dirs = _SITE_DIRS
-        known = _SERVER_MODULES  # the server has them (and the client knows why)
         names = sorted(
             name
             for name, module in list(sys.modules.items())
-            if name not in known
+            if name not in _SERVER_MODULES  # the server has them (and the client knows why)
             and name not in _STARTUP
-            and _installed(_module_file(module), site_dirs)
+            and _installed(_module_file(module), _SITE_DIRS)
         )
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump(names, handle)
+        used = _PREMADE is not None and _PREMADE.used
+        seen = _PREMADE.seen if _PREMADE is not None else None
+        words = {"modules": names, "premade": used, "config_kwargs": seen}
+        if _written({"modules_file": path}) != words:  # (a rewrite's truncation waits on disk)
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump(words, handle)
     except BaseException:  # noqa: BLE001 - a hint only
         pass
 
@@ -352,6 +387,14 @@ def _exit(code):
 # --- the server -----------------------------------------------------------------------------------
 
 
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+
+
 def _kill_group(pid):
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -359,17 +402,48 @@ def _kill_group(pid):
         pass
 
 
-def _fork_spare(sock):
+def _ahead(channel, shell):
+    """In a spare child, before its request: what does not depend on it. One that expects to
+    be the ``/bin/sh`` of a shell that does not exec (the last run's was) makes its session and
+    forks the tests' process now, which waits for the run on a channel of its own."""
+    _thaw_on_introspection()
+    made = {"led": False, "tests": None}
+    if not shell:
+        return made
+    try:
+        os.setsid()
+        made["led"] = True
+        here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+    except OSError:
+        return made
+    if pid == 0:
+        try:
+            os.close(channel.detach())
+            here.close()
+            try:
+                request, fds = _recv(there)
+            except BaseException:  # noqa: BLE001 - the spare ended or runs the tests itself
+                os._exit(0)
+            there.close()
+            _stdio_fds(fds[0], fds[1])
+            _run_request(request)
+        except BaseException:  # noqa: BLE001 - the run's stderr says why, if it is set up
+            traceback.print_exc()
+        finally:
+            os._exit(70)
+    there.close()
+    made["tests"] = (pid, here)
+    return made
+
+
+def _fork_spare(sock, shell=False):
     """Fork the child of the next run now, between runs (the fork and its first copies of pages
     then cost the next run nothing): it waits for its request on a channel of its own, and ends
     when the channel does (the server ended). Made after the server's state is final for the
     next run (after it imports what the last run taught it): the same process a fork at the
     request would give. (pid, channel), or None."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:  # noqa: BLE001
-            pass
+    _flush()
     try:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
@@ -379,11 +453,12 @@ def _fork_spare(sock):
         try:
             os.close(sock.detach())
             ours.close()
+            made = _ahead(theirs, shell)
             try:
                 request, fds = _recv(theirs)
             except BaseException:  # noqa: BLE001 - the server ended or dropped this spare
                 os._exit(0)
-            _child(request, fds, theirs)
+            _child(request, fds, theirs, made)
         except BaseException:  # noqa: BLE001 - the run's stderr says why, if it is set up
             traceback.print_exc()
         finally:
@@ -399,6 +474,7 @@ def _drop_spare(spare):
     channel.close()  # it ends at the end of its channel
     try:
         os.kill(pid, signal.SIGKILL)
+        _kill_group(pid)  # the tests' process it forked ahead, if it did (before the reap)
         os.waitpid(pid, 0)
     except OSError:
         pass
@@ -424,11 +500,7 @@ def _serve_run(sock, request, fds, spare=None):
     it when told to."""
     pid = _use_spare(spare, request, fds) if spare is not None else None
     if pid is None:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:  # noqa: BLE001
-                pass
+        _flush()
         pid = os.fork()
         if pid == 0:
             try:
@@ -463,16 +535,22 @@ def _serve_run(sock, request, fds, spare=None):
     return message
 
 
-def _learn(request, deny, base_path):
+def _written(request):
+    """What the last run's child wrote for the server (``_write_modules``)."""
+    try:
+        with open(request.get("modules_file") or "", encoding="utf-8") as handle:
+            written = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return written if isinstance(written, dict) else {}
+
+
+def _learn(request, written, deny, base_path):
     """Import the installed modules the last run imported (and this server had not)."""
-    learned = []
-    modules_file = request.get("modules_file")
-    if modules_file:
-        try:
-            with open(modules_file, encoding="utf-8") as handle:
-                learned = [n for n in json.load(handle) if n not in sys.modules]
-        except (OSError, ValueError):
-            learned = []
+    try:
+        learned = [n for n in written.get("modules", ()) if n not in sys.modules]
+    except TypeError:
+        learned = []
     if not learned:
         return learned, None
     old = os.getcwd()
@@ -487,17 +565,34 @@ def _learn(request, deny, base_path):
     return learned, threaded
 
 
+def _premade(args, written, base_path):
+    """Make pytest's configuration for the next run (``PremadeConfig.make``)."""
+    kwargs = written.get("config_kwargs")
+    config = _PREMADE.config
+    _PREMADE.make(args, kwargs if isinstance(kwargs, dict) else _PREMADE.kwargs)
+    sys.path[:] = base_path
+    if _PREMADE.config is not config:
+        _freeze()
+
+
+def _load(name, folder):
+    """A helper module from its copy in ``folder`` (not in ``sys.modules``: no child sees it)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(folder, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _speed(settings, folder):
-    """Install the rewrite cache and make the warm-up session (``_warm_speed``) as the settings
-    ask; what became of each, for the client."""
+    """Install the rewrite cache, make the warm-up session (``_warm_speed``), pytest's config and
+    the memo of syntax trees (``_warm_session``) as asked; what became of each, for the client."""
     out = {}
     name = settings.get("speed_module")
     if not name:
         return out
     try:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(folder, name + ".py"))
-        speed = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(speed)  # never in sys.modules: a child does not see it
+        speed = _load(name, folder)
+        session = _load(settings["session_module"], folder)
     except BaseException as exc:  # noqa: BLE001 - the server runs as it would without it
         return {"rewrite_cache": "cannot load %s: %s" % (name, exc)}
     if settings.get("rewrite_cache"):
@@ -510,6 +605,14 @@ def _speed(settings, folder):
         out["warm_up"], out["warmed"] = speed.warm_up(settings["warm_up"], _SITE_DIRS)
         memo.learning = False  # the children only read what the warm-up taught it
         _SPEED = speed
+    if settings.get("tree_memo"):
+        trees = session.TreeMemo()
+        out["tree_memo"] = "" if trees.install() else trees.why_not
+    if settings.get("premade"):
+        global _PREMADE
+        _PREMADE = session.PremadeConfig(_SITE_DIRS, speed.snapshot, speed.installed)
+        _PREMADE.make(settings.get("pytest_args") or [])
+        out["premade"] = _PREMADE.why_not
     return out
 
 
@@ -554,7 +657,8 @@ def main():
             **_state(_SITE_DIRS),
         },
     )
-    spare = _fork_spare(sock) if settings.get("spare") and not threaded else None
+    shell = settings.get("shell_parent")
+    spare = _fork_spare(sock, shell) if settings.get("spare") and not threaded else None
     while True:
         try:
             request, fds = _recv(sock)
@@ -568,7 +672,8 @@ def main():
         except (EOFError, OSError):
             return
         spare = None
-        learned, threaded = _learn(request, deny, base_path)
+        written = _written(request)
+        learned, threaded = _learn(request, written, deny, base_path)
         reply = {"reaped": True, "threaded": threaded}
         if learned:
             reply.update(_state(_SITE_DIRS))
@@ -578,12 +683,15 @@ def main():
             return
         if threaded:
             return  # the client starts a new server without that module
-        spare = _fork_spare(sock) if settings.get("spare") else None
+        if _PREMADE is not None:
+            _premade(request["args"], written, base_path)
+        spare = _fork_spare(sock, request.get("shell_parent")) if settings.get("spare") else None
 
 
 _SITE_DIRS = []  # type: list[str]
 _COERCED = None
 _SPEED = None  # the module ``_warm_speed`` when the server warms up
+_PREMADE = None  # its ``PremadeConfig``: pytest's configuration, made for the next run
 _SERVER_MODULES = frozenset()  # type: frozenset[str]
 
 if __name__ == "__main__":

@@ -533,3 +533,7 @@ class VarnamesMemo:
         varnames.__module__ = self.original.__module__
         self.hooks.varnames = varnames
         return True
+
+
+snapshot = _snapshot  # for ``_warm_session``
+installed = _installed

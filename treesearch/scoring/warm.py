@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch import lifecycle
-from treesearch.scoring.warm_plan import Launch, ShellEnv, plan
+from treesearch.scoring.warm_plan import Launch, ShellEnv, plan, shell_execs
 from treesearch.scoring.warm_proc import WarmServer, WarmServerError, WarmUpError
 from treesearch.types import ProcessResult
 
@@ -95,6 +95,8 @@ class WarmRunner:
         warm_up: bool = True,
         rewrite_cache: bool = True,
         spare: bool = True,
+        premade: bool = True,
+        tree_memo: bool = True,
     ) -> None:
         if mode not in WARM_MODES:
             raise ValueError(f"warm mode must be one of {', '.join(WARM_MODES)}, not {mode!r}")
@@ -108,6 +110,8 @@ class WarmRunner:
         """Test runs made warm."""
         self.cold_runs = 0
         """Test runs made cold (fallbacks and the first run's check included)."""
+        self.premade_runs = 0
+        """Warm runs that took pytest's configuration made ahead in the server."""
         self._servers: dict[tuple[Any, ...], WarmServer] = {}
         self._scratch: Path | None = None
         self._checked = mode != "auto"
@@ -120,6 +124,8 @@ class WarmRunner:
         self._shell_env = ShellEnv()
         self._rewrite_cache = rewrite_cache
         self._spare = spare
+        self._premade = premade
+        self._tree_memo = tree_memo
 
     def describe(self) -> dict[str, Any]:
         """Plain data for ``summary.json``."""
@@ -320,6 +326,9 @@ class WarmRunner:
                     warm_up=self._warm_up,
                     rewrite_cache=self._rewrite_cache,
                     spare=self._spare,
+                    premade_args=launch.args if self._premade else None,
+                    tree_memo=self._tree_memo,
+                    shell_parent=launch.shell and not shell_execs(),
                 )
             except WarmUpError as exc:  # the same server without the warm-up session
                 self._warm_up = False
@@ -396,8 +405,10 @@ class WarmRunner:
     def _learn(self, server: WarmServer, modules_file: str) -> None:
         try:
             with open(modules_file, encoding="utf-8") as handle:
-                names = json.load(handle)
-        except (OSError, ValueError):
+                written = json.load(handle)
+            names = written["modules"]
+            self.premade_runs += written["premade"] is True
+        except (OSError, ValueError, KeyError, TypeError):
             return
         known = set(self._preload)
         for name in names:

@@ -23,7 +23,7 @@ from typing import Any
 
 from treesearch import lifecycle
 from treesearch._sandbox_run import _Capture, _GroupGone, _signal_group
-from treesearch.scoring import _warm_server, _warm_speed
+from treesearch.scoring import _warm_server, _warm_session, _warm_speed
 from treesearch.scoring.warm_plan import Launch, shell_execs
 from treesearch.types import ProcessResult
 
@@ -33,7 +33,13 @@ _HEADER = struct.Struct(">Q")
 _START_SECONDS = 120.0  # importing pytest and the remembered packages on a loaded machine
 _REPLY_SECONDS = 300.0  # the server may be importing packages the last run taught it
 _DRAIN_SECONDS = 1.0
+_GATHER_SECONDS = 0.002
+"""After reading a run's output, wait this long for the server's word only (the end of the run
+is seen at once), so that the many small writes of an unbuffered run (``PYTHONUNBUFFERED``:
+one write per character pytest shows) are read together, not one wake-up each. Not after a read
+that filled its buffer (a run writing fast is read at once)."""
 _SPEED_MODULE = "_treesearch_warm_speed"
+_SESSION_MODULE = "_treesearch_warm_session"
 
 
 class WarmServerError(Exception):
@@ -98,15 +104,26 @@ class WarmServer:
         warm_up: bool = False,
         rewrite_cache: bool = False,
         spare: bool = False,
+        premade_args: Sequence[str] | None = None,
+        tree_memo: bool = False,
+        shell_parent: bool = False,
     ) -> None:
+        """``premade_args``: make pytest's configuration ahead for runs with these arguments
+        (None: never); ``tree_memo``: keep failure reports' syntax trees; ``shell_parent``: the
+        runs are shell lines through a ``/bin/sh`` that does not exec (the spare child forks the
+        tests' process ahead)."""
         self.preload = list(preload)
         self.deny = set(deny)
         script = scratch / "_treesearch_warm_server.py"
         if not script.exists():
             shutil.copyfile(_warm_server.__file__, script)
         speed = scratch / f"{_SPEED_MODULE}.py"
-        if (warm_up or rewrite_cache) and not speed.exists():
+        speedy = warm_up or rewrite_cache or premade_args is not None or tree_memo
+        if speedy and not speed.exists():
             shutil.copyfile(_warm_speed.__file__, speed)
+        session = scratch / f"{_SESSION_MODULE}.py"
+        if speedy and not session.exists():
+            shutil.copyfile(_warm_session.__file__, session)
         settings = scratch / f"settings-{time.monotonic_ns()}.json"
         settings.write_text(
             json.dumps(
@@ -114,10 +131,15 @@ class WarmServer:
                     "preload": self.preload,
                     "deny": sorted(self.deny),
                     "lc_ctype": env.get("LC_CTYPE"),
-                    "speed_module": _SPEED_MODULE if warm_up or rewrite_cache else None,
+                    "speed_module": _SPEED_MODULE if speedy else None,
+                    "session_module": _SESSION_MODULE,
                     "warm_up": str(scratch / "warm-up") if warm_up else None,
                     "rewrite_cache": str(scratch / "rewritten") if rewrite_cache else None,
                     "spare": spare,
+                    "premade": premade_args is not None,
+                    "tree_memo": tree_memo,
+                    "shell_parent": shell_parent,
+                    "pytest_args": list(premade_args) if premade_args is not None else None,
                 }
             )
         )
@@ -166,6 +188,12 @@ class WarmServer:
         """Top-level names of the modules the warm-up session imported."""
         self.rewrite_cache: str = hello.get("rewrite_cache") or ""
         """Why the cache of rewritten test modules is not used ('' when it is)."""
+        self.tree_memo: str | None = hello.get("tree_memo")
+        """Why failure reports parse every source again ('' when they do not; None: not asked
+        for)."""
+        self.premade: str | None = hello.get("premade")
+        """Why pytest's configuration is not made ahead in the server ('' when it is; None:
+        not asked for)."""
         self.base_path: list[str] = list(hello["base_path"])
         self.threaded: str | None = hello.get("threaded")
         self._state(hello)
@@ -279,6 +307,7 @@ class WarmServer:
                     left = until - time.monotonic()
                     if left <= 0:
                         return False
+                    output = full = False
                     for key, _ in selector.select(left if poll is None else min(left, poll)):
                         if key.data is None:
                             status = int(_recv(self.sock, _REPLY_SECONDS)["exit"])
@@ -288,8 +317,14 @@ class WarmServer:
                         data = os.read(key.fd, 65536)
                         if data:
                             key.data.feed(data)
+                            output = True
+                            full = full or len(data) == 65536  # a full pipe: read on at once
                         else:
                             selector.unregister(key.fd)
+                    if output and not full and poll is None and not exited.is_set():
+                        wait = min(_GATHER_SECONDS, until - time.monotonic())
+                        if wait > 0:
+                            select.select([self.sock], [], [], wait)
                 return True
 
             if not pump(started + timeout, exited.is_set, None):

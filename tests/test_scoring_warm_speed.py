@@ -19,12 +19,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from test_scoring_warm import QUICK_ENV, both, project, server_pids, spec, view
+from test_scoring_warm import QUICK_ENV, SERVER_SCRIPT, both, project, server_pids, spec, view
 
 from treesearch import sandbox
 from treesearch.scoring import TestRun, run_tests
 from treesearch.scoring.warm import WarmRunner
 from treesearch.scoring.warm_plan import shell_execs
+from treesearch.types import ProcessResult
 
 
 def outcomes(run: TestRun) -> dict[str, str]:
@@ -632,3 +633,39 @@ def test_spare_child_forked_for_a_shell_line_serves_argument_vectors_and_back(
     assert seen[2] == "FAMILY True False True"  # an argument vector leads its group
     if not shell_execs():
         assert seen[0] == "FAMILY False True True"  # dash leads the group of a shell line
+
+
+# --- the first run's check: the cold half beside the server's start ------------------------------
+
+
+def test_auto_s_first_run_starts_the_server_before_its_cold_half_and_returns_that_cold_result(
+    tmp_path: Path,
+) -> None:
+    """The check's cold run goes while a new server imports pytest (not after it): when the cold
+    half starts, this runner's server process exists and has not been waited for. The result is
+    the cold run's."""
+    ws = project(tmp_path / "ws", {"test_a.py": "def test_a(): pass\ndef test_b(): assert 0\n"})
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    seen: list[tuple[list[int], list[bool]]] = []
+
+    def cold(*args: object, **kw: object) -> ProcessResult:
+        mine = [p for p in server_pids(SERVER_SCRIPT) if _parent(p) == os.getpid()]
+        seen.append((mine, [s.greeted for s in auto._servers.values()]))
+        return sandbox.run(*args, **kw)  # type: ignore[arg-type]
+
+    with WarmRunner("auto") as auto:
+        first = auto.run(command, ws, timeout=60, extra_env=QUICK_ENV, workspace=ws, cold=cold)
+        # During the cold half: one server started, its greeting not yet waited for.
+        assert len(seen) == 1 and len(seen[0][0]) == 1 and seen[0][1] == [False], seen
+        assert (auto.cold_runs, auto.warm_runs, auto.notes) == (1, 1, [])
+        second = auto.run(command, ws, timeout=60, extra_env=QUICK_ENV, workspace=ws, cold=cold)
+        assert len(seen) == 1 and auto.warm_runs == 2  # checked: warm from now on
+    assert first.exit_code == second.exit_code == 1 and "1 failed, 1 passed" in first.stdout
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return int(stat[1])

@@ -223,6 +223,13 @@ class WarmRunner:
         if isinstance(launch, str):
             self.note(f"warm runner not used: {launch}; the tests run cold")
             return cold_run()
+        if not self._checked:
+            # The check's cold run goes first, while a new server imports pytest beside it;
+            # its result is what this run returns whatever happens next.
+            with contextlib.suppress(WarmServerError):
+                self._server(launch, env, wait=False)
+            first = cold_run()
+            cold_run = lambda: first  # noqa: E731 - the one cold run of this call
         try:
             server = self._server(launch, env)
             why = self._unsafe(server, workspace, cwd, env)
@@ -295,7 +302,9 @@ class WarmRunner:
             self.note(f"warm runner off: its first run differed from a cold run ({differs})")
         return cold
 
-    def _server(self, launch: Launch, env: Mapping[str, str]) -> WarmServer:
+    def _server(self, launch: Launch, env: Mapping[str, str], *, wait: bool = True) -> WarmServer:
+        """The server for runs of ``launch`` with ``env``, started if need be. ``wait=False``:
+        only start it (its greeting is taken when it is next asked for)."""
         # What a child sets for itself, and what pytest reads only when a session starts: a
         # per-run value there (a plugin's file) must not cost a new server per run.
         server_env = {
@@ -306,8 +315,19 @@ class WarmRunner:
         key = (launch.interpreter, tuple(sorted(server_env.items())))
         for _ in range(4):
             server = self._servers.get(key)
+            if server is not None and not wait:
+                return server
             if server is not None:
-                server.settle()
+                try:
+                    server.settle()
+                except WarmUpError as exc:  # the same server without the warm-up session
+                    self._drop(server)
+                    self._warm_up = False
+                    self.note(f"warm server started without its warm-up: {exc}")
+                    continue
+                except WarmServerError:
+                    self._drop(server)
+                    raise
                 if server.alive and not server.threaded:
                     return server
                 if server.threaded:  # a package started a thread: a fork could deadlock
@@ -329,6 +349,7 @@ class WarmRunner:
                     premade_args=launch.args if self._premade else None,
                     tree_memo=self._tree_memo,
                     shell_parent=launch.shell and not shell_execs(),
+                    wait=wait,
                 )
             except WarmUpError as exc:  # the same server without the warm-up session
                 self._warm_up = False

@@ -107,11 +107,13 @@ class WarmServer:
         premade_args: Sequence[str] | None = None,
         tree_memo: bool = False,
         shell_parent: bool = False,
+        wait: bool = True,
     ) -> None:
         """``premade_args``: make pytest's configuration ahead for runs with these arguments
         (None: never); ``tree_memo``: keep failure reports' syntax trees; ``shell_parent``: the
         runs are shell lines through a ``/bin/sh`` that does not exec (the spare child forks the
-        tests' process ahead)."""
+        tests' process ahead); ``wait=False``: return once the process is started, and take its
+        greeting (``settle``) when the server is first used."""
         self.preload = list(preload)
         self.deny = set(deny)
         script = scratch / "_treesearch_warm_server.py"
@@ -170,8 +172,19 @@ class WarmServer:
         self.sock = ours
         self.pending_reap = False
         self.runs = 0
+        self.greeted = False
         try:
             lifecycle.track_group(self.proc.pid)
+        except OSError as exc:
+            self.close()
+            raise WarmServerError(f"the warm server did not start: {exc}") from exc
+        if wait:
+            self._greet()
+
+    def _greet(self) -> None:
+        """Wait for the server's greeting: it has imported pytest (and warmed up)."""
+        self.greeted = True
+        try:
             hello = _recv(self.sock, _START_SECONDS)
         except (OSError, WarmServerError) as exc:
             self.close()
@@ -215,7 +228,10 @@ class WarmServer:
         return self.proc.poll() is None
 
     def settle(self) -> None:
-        """Take the answer to the last run's ``reap`` (the server may have been importing)."""
+        """Take the greeting of a server started without waiting, and the answer to the last
+        run's ``reap`` (the server may have been importing)."""
+        if not self.greeted:
+            self._greet()
         if self.pending_reap:
             reply = _recv(self.sock, _REPLY_SECONDS)
             self.pending_reap = False

@@ -647,9 +647,11 @@ def test_auto_s_first_run_starts_the_server_before_its_cold_half_and_returns_tha
     ws = project(tmp_path / "ws", {"test_a.py": "def test_a(): pass\ndef test_b(): assert 0\n"})
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     seen: list[tuple[list[int], list[bool]]] = []
+    before = set(server_pids(SERVER_SCRIPT))  # (servers other tests of this process left)
 
     def cold(*args: object, **kw: object) -> ProcessResult:
-        mine = [p for p in server_pids(SERVER_SCRIPT) if _parent(p) == os.getpid()]
+        now = set(server_pids(SERVER_SCRIPT)) - before
+        mine = [p for p in now if _parent(p) == os.getpid()]
         seen.append((mine, [s.greeted for s in auto._servers.values()]))
         return sandbox.run(*args, **kw)  # type: ignore[arg-type]
 

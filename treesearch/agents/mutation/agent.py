@@ -256,10 +256,18 @@ class MutationAgent:
             )
             if picked is None:
                 if applied == 0:
+                    # Ranked single edits: the attempts of a node may run at once, so how many
+                    # programs the log holds now is timing, not a fact of the node (it would
+                    # make a parallel search's graph differ from run to run).
+                    logged = (
+                        ""
+                        if self.order == "ranked" and count == 1
+                        else f", {len(avoid)} programs already produced"
+                    )
                     result = done(
                         AgentStatus.GAVE_UP,
                         f"every edit of the {len(lines)} most suspicious lines was tried at this "
-                        f"node ({len(pool)} candidates, {len(avoid)} programs already produced)",
+                        f"node ({len(pool)} candidates{logged})",
                     )
                     # The first edit found nothing: every edit of the lines was produced
                     # before or does not compile. The node's ranking and lines are fixed and

@@ -22,7 +22,7 @@ import pytest
 from test_scoring_warm import QUICK_ENV, SERVER_SCRIPT, both, project, server_pids, spec, view
 
 from treesearch import sandbox
-from treesearch.scoring import TestRun, run_tests
+from treesearch.scoring import Scorer, TestRun, run_tests
 from treesearch.scoring.warm import WarmRunner
 from treesearch.scoring.warm_plan import shell_execs
 from treesearch.types import ProcessResult
@@ -671,3 +671,40 @@ def _parent(pid: int) -> int | None:
     except OSError:
         return None
     return int(stat[1])
+
+
+def test_a_run_that_asks_only_for_a_running_server_goes_cold_without_one_and_warm_with_one(
+    tmp_path: Path,
+) -> None:
+    """The held-out grade at a search's end is one run: it takes a server already running (the
+    search's), never starts one (a start costs more than a cold run)."""
+    ws = project(tmp_path / "ws", {"test_a.py": "def test_a(): pass\ndef test_b(): assert 0\n"})
+    before = set(server_pids(SERVER_SCRIPT))
+    with WarmRunner("on") as runner:
+        with runner.only_running():
+            alone = run_tests(spec(), ws, warm=runner)
+        assert (runner.cold_runs, runner.warm_runs) == (1, 0)
+        assert not _started_here(before)  # no server was started for it
+        run_tests(spec(), ws, warm=runner)  # an ordinary run starts the server
+        with runner.only_running():
+            shared = run_tests(spec(), ws, warm=runner)
+        assert (runner.cold_runs, runner.warm_runs) == (1, 2)
+    assert view(alone) == view(shared)
+
+
+def test_scorer_grade_starts_no_warm_server_of_its_own(tmp_path: Path) -> None:
+    ws = project(tmp_path / "ws", {"test_a.py": "def test_a(): pass\n"})
+    before = set(server_pids(SERVER_SCRIPT))
+    scorer = Scorer(spec(), warm="on")
+    try:
+        graded = scorer.grade(ws)
+        assert graded.run.totals["passed"] == 1 and graded.resolved
+        assert scorer.warm.cold_runs == 1 and scorer.warm.warm_runs == 0
+        assert not _started_here(before)
+    finally:
+        scorer.close()
+
+
+def _started_here(before: set[int]) -> list[int]:
+    """Servers this process started since ``before`` (other processes' servers aside)."""
+    return [p for p in set(server_pids(SERVER_SCRIPT)) - before if _parent(p) == os.getpid()]

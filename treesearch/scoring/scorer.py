@@ -231,9 +231,15 @@ class Scorer:
         """Grade the workspace with the held-out tests (``held_out`` is False in the result
         when no grade spec was given and the search spec stood in)."""
         spec = self.grade_spec or self.search_spec
-        return self._evaluate(
-            spec, self.grade_fn, workspace, tree, parent=None, held_out=self.grade_spec is not None
-        )
+        with self.warm.only_running():  # one run: no new warm server for it
+            return self._evaluate(
+                spec,
+                self.grade_fn,
+                workspace,
+                tree,
+                parent=None,
+                held_out=self.grade_spec is not None,
+            )
 
     def _evaluate(
         self,

@@ -33,7 +33,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,17 @@ class WarmRunner:
         self._spare = spare
         self._premade = premade
         self._tree_memo = tree_memo
+        self._only_running = False
+
+    @contextlib.contextmanager
+    def only_running(self) -> Iterator[None]:
+        """Within: a run goes warm only on a server already running. A one-off run (the
+        held-out grade at the end of a search) costs less cold than a new server's start."""
+        old, self._only_running = self._only_running, True
+        try:
+            yield
+        finally:
+            self._only_running = old
 
     def describe(self) -> dict[str, Any]:
         """Plain data for ``summary.json``."""
@@ -223,6 +234,8 @@ class WarmRunner:
         if isinstance(launch, str):
             self.note(f"warm runner not used: {launch}; the tests run cold")
             return cold_run()
+        if self._only_running and self._key(launch, env) not in self._servers:
+            return cold_run()
         if not self._checked:
             # The check's cold run goes first, while a new server imports pytest beside it;
             # its result is what this run returns whatever happens next.
@@ -305,14 +318,8 @@ class WarmRunner:
     def _server(self, launch: Launch, env: Mapping[str, str], *, wait: bool = True) -> WarmServer:
         """The server for runs of ``launch`` with ``env``, started if need be. ``wait=False``:
         only start it (its greeting is taken when it is next asked for)."""
-        # What a child sets for itself, and what pytest reads only when a session starts: a
-        # per-run value there (a plugin's file) must not cost a new server per run.
-        server_env = {
-            k: v
-            for k, v in env.items()
-            if k != "PYTHONPATH" and not k.startswith(("TREESEARCH_", "PYTEST_"))
-        }
-        key = (launch.interpreter, tuple(sorted(server_env.items())))
+        key = self._key(launch, env)
+        server_env = dict(key[1])
         for _ in range(4):
             server = self._servers.get(key)
             if server is not None and not wait:
@@ -357,6 +364,18 @@ class WarmRunner:
                 continue
             _LIVE.add(self)
         raise WarmServerError("the packages the tests import start threads in the server")
+
+    @staticmethod
+    def _key(launch: Launch, env: Mapping[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """Which server runs ``launch`` with ``env``: the interpreter and the environment
+        without what a child sets for itself and what pytest reads only when a session starts
+        (a per-run value there, a plugin's file, must not cost a new server per run)."""
+        server_env = {
+            k: v
+            for k, v in env.items()
+            if k != "PYTHONPATH" and not k.startswith(("TREESEARCH_", "PYTEST_"))
+        }
+        return (launch.interpreter, tuple(sorted(server_env.items())))
 
     def _drop(self, server: WarmServer) -> None:
         for key, value in list(self._servers.items()):

@@ -31,6 +31,7 @@ from treesearch.store._stat import (
     write_scan_time,
 )
 from treesearch.store._stat import is_racy as _is_racy
+from treesearch.store._trees import Trees, hash_files
 from treesearch.store._walk import MODE, SIZE, IgnoreRules, NeedFullWalk, Walker, WalkResult
 from treesearch.store._watch import Inotify
 from treesearch.types import TreeHash
@@ -129,6 +130,8 @@ class Scanner:
         """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
         self.recheck = Recheck()
         """Without a watcher: what the next walk must list again (``_recheck.py``)."""
+        self.trees: Trees | None = None
+        """Trees made in this process (``_trees.py``): see ``scan(here=True)``."""
 
     # ------------------------------------------------------------------ state
 
@@ -220,7 +223,7 @@ class Scanner:
 
     # ------------------------------------------------------------------ scan
 
-    def scan(self, *, verify: bool = False) -> Scan:
+    def scan(self, *, verify: bool = False, here: bool = False) -> Scan:
         """Bring the store's index in line with the workspace and write its tree (no snapshot).
 
         Cost with nothing changed: one ``lstat`` per file (our walk) and no git process at all.
@@ -228,7 +231,8 @@ class Scanner:
         the nanosecond, ``_stat.py``), or that were modified so recently that a later change could
         keep the same timestamps ("racy", as in git's own index); the ignore listing is reused
         while no folder changed. ``verify`` (a restore's safety scan): see every change a full
-        walk sees, also those the watcher cannot report.
+        walk sees, also those the watcher cannot report. ``here`` (a restore's scans): a few
+        changed files are hashed and the tree made in this process (``_made_here``).
         """
         t0 = time.perf_counter()
         if not (self.store / "index").exists():
@@ -240,6 +244,12 @@ class Scanner:
         walk_start = time.time_ns()
         w = self.walk(verify)
         c = self._compare(cache, w)
+        made = self._made_here(c, w, tree) if here and cache is not None else None
+        if made is not None:
+            self._remember(cache, w.files, c.feed, {}, walk_start)
+            self.oids.update((p, oid) for p, (_mode, oid) in made[1].items() if p in self.recent)
+            self.tree = made[0]
+            return Scan(made[0], w, c.hashed, time.perf_counter() - t0)
         restored = self._unsynced_args(c, w, tree is None)
         feed, stale = self._tell_git(c, w, restored)
         if feed or stale or restored or tree is None:
@@ -285,6 +295,29 @@ class Scanner:
         force += recent
         feed = sorted(set(changed).union(recent))
         return _Compared(index_paths, feed, force, {}, len(changed))
+
+    def _made_here(
+        self, c: _Compared, w: WalkResult, tree: TreeHash | None
+    ) -> tuple[TreeHash, dict[str, tuple[int, str]]] | None:
+        """The scan's tree made in this process, and the entries of the files hashed for it, or
+        ``None`` (git is asked): a few small files changed since a scan whose tree is known.
+        The index entries wait in ``unsynced``, as a restore's do (a process that dies first
+        leaves an index whose stat data differ from those files': the next one hashes them)."""
+        stale = c.index_paths.difference(w.files)
+        if self.trees is None or tree is None or not (c.feed or stale):
+            return None
+        if len(self.unsynced.keys() | stale | set(c.feed)) > _UNSYNCED_MAX:
+            return None
+        made = hash_files(str(self.workspace), c.feed, w.files, self.trees.write)
+        if made is None:
+            return None
+        entries: dict[str, tuple[int, str] | None] = {**dict.fromkeys(stale), **made}
+        try:
+            new = TreeHash(self.trees.update(tree, entries))
+        except ValueError:
+            return None
+        self.unsynced.update(entries)
+        return new, made
 
     def _unsynced_args(self, c: _Compared, w: WalkResult, tree_unknown: bool) -> list[str]:
         """``update-index`` arguments for the index entries a restore left (``unsynced``) when

@@ -198,6 +198,8 @@ class Scanner:
                     self.unsynced.pop(p, None)  # told now: an older entry must not follow it
                 update_index()
         else:
+            for p in [*touched, *deleted]:
+                self.unsynced.pop(p, None)  # told now: an older entry must not follow it
             update_index()
         if self.walker is not None:
             # The walker's folder records must agree with the stat cache updated below.

@@ -32,8 +32,9 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from treesearch.store._fs import atomic_write
 from treesearch.store._git import BinarySink, GitFailed, GitRunner, git_executable
-from treesearch.store._objects import object_id, write_object
+from treesearch.store._objects import object_id
 
 Entry = tuple[int, str]
 """A tree entry: (git mode, object id)."""
@@ -459,6 +460,18 @@ def store_trees(git: GitRunner, objects_dir: Callable[[], Path], tmp_dir: Path) 
     ``objects_dir()``; temporary files of new objects to ``tmp_dir``."""
 
     def write(kind: str, content: bytes) -> str:
-        return write_object(objects_dir(), kind, content, tmp_dir=tmp_dir)
+        """``_objects.write_object``, with no ``mkdir`` of a folder that exists (most do)."""
+        oid = object_id(kind, content)
+        folder = os.path.join(objects_dir(), oid[:2])
+        path = os.path.join(folder, oid[2:])
+        if os.path.exists(path):
+            return oid
+        raw = zlib.compress(b"%s %d\0" % (kind.encode(), len(content)) + content, 1)
+        try:
+            atomic_write(path, raw, tmp_dir=tmp_dir, perm=0o444)
+        except FileNotFoundError:
+            os.makedirs(folder, exist_ok=True)
+            atomic_write(path, raw, tmp_dir=tmp_dir, perm=0o444)
+        return oid
 
     return Trees(ObjectReader(git, objects_dir), write)

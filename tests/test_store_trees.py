@@ -16,6 +16,7 @@ import pytest
 from conftest import clean_git_env, tree_digest
 
 from treesearch.store import ShadowStore, _git
+from treesearch.store._pack import MAX_PACKS
 from treesearch.store._trees import EMPTY_TREE, ObjectReader, Trees, hash_files, store_trees
 
 
@@ -121,6 +122,12 @@ def test_trees_made_and_compared_here_are_what_git_makes_and_prints(tmp_path: Pa
         )
         tree, files = made, new_files
     assert trees.update(tree, dict.fromkeys(files)) == EMPTY_TREE
+    # Each update wrote one pack, which git reads and checks as its own.
+    packs = sorted((git_dir / "objects" / "pack").glob("pack-*.idx"))
+    assert len(packs) == 40  # (the empty tree is written by no one)
+    for idx in packs:
+        _git_out(env, "verify-pack", str(idx))
+    _git_out(env, "fsck", "--strict", "--no-dangling")
 
 
 def test_a_big_diff_is_left_to_git(tmp_path: Path) -> None:
@@ -308,4 +315,29 @@ def test_a_big_restore_after_a_small_one_keeps_the_index_right_regression_entry_
     (ws / "d1" / "f0.txt").write_text("an edit: git runs\n")
     after = store.capture()
     assert tree_digest(_materialized(store, after.commit, tmp_path / "after")) == tree_digest(ws)
+    store.close()
+
+
+def test_the_small_packs_of_restores_are_rolled_together_by_the_next_capture(
+    tmp_path: Path, watch_mode: bool
+) -> None:
+    """Each restore after an edit no capture saw writes its safety snapshot's new objects as
+    one small pack; the packs do not pile up: past ``MAX_PACKS``, a capture rolls them."""
+    ws = tmp_path / "ws"
+    _project(ws)
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    first = store.capture()
+    packs = store.git_dir / "objects" / "pack"
+    for n in range(MAX_PACKS + 3):
+        (ws / "d0" / "f0.txt").write_text(f"edit {n}\n")
+        store.restore(first.commit)
+    assert len(list(packs.glob("*.pack"))) > MAX_PACKS
+    (ws / "d1" / "f1.txt").write_text("a capture\n")
+    store.capture()
+    assert len(list(packs.glob("*.pack"))) <= MAX_PACKS
+    store.fsck()
+    for n in (0, MAX_PACKS + 2):  # every safety snapshot is whole
+        safety = [s for s in store.log() if s.kind == "safety"][n]
+        store.materialize(safety.commit, tmp_path / f"s{n}")
+        assert (tmp_path / f"s{n}" / "d0" / "f0.txt").read_text().startswith("edit ")
     store.close()

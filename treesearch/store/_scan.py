@@ -31,7 +31,7 @@ from treesearch.store._stat import (
     write_scan_time,
 )
 from treesearch.store._stat import is_racy as _is_racy
-from treesearch.store._trees import Trees, hash_files
+from treesearch.store._trees import ObjectBatch, Trees, hash_files
 from treesearch.store._walk import MODE, SIZE, IgnoreRules, NeedFullWalk, Walker, WalkResult
 from treesearch.store._watch import Inotify
 from treesearch.types import TreeHash
@@ -310,14 +310,16 @@ class Scanner:
             return None
         if len(self.unsynced.keys() | stale | set(c.feed)) > _UNSYNCED_MAX:
             return None
-        made = hash_files(str(self.workspace), c.feed, w.files, self.trees.write)
+        batch = ObjectBatch()  # one pack for all: two files, not one per object
+        made = hash_files(str(self.workspace), c.feed, w.files, batch.add)
         if made is None:
             return None
         entries: dict[str, tuple[int, str] | None] = {**dict.fromkeys(stale), **made}
         try:
-            new = TreeHash(self.trees.update(tree, entries))
+            new = TreeHash(self.trees.update(tree, entries, batch))
         except ValueError:
             return None
+        self.trees.save(batch)
         self.unsynced.update(entries)
         return new, made
 

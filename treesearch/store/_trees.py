@@ -24,8 +24,10 @@ four process starts, most of a small restore. Here:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import stat
+import struct
 import subprocess
 import weakref
 import zlib
@@ -241,10 +243,12 @@ class TooBig(Exception):
 class Trees:
     """Parsed trees by id, their comparison and new trees made from them (see the module)."""
 
-    def __init__(self, objects: ObjectReader, write: Callable[[str, bytes], str]) -> None:
+    def __init__(
+        self, objects: ObjectReader, objects_dir: Callable[[], Path], tmp_dir: Path
+    ) -> None:
         self.objects = objects
-        self.write = write
-        """Writes an object (kind, content) where the store's git writes them; returns its id."""
+        self.objects_dir = objects_dir
+        self.tmp_dir = tmp_dir
         self._cache: dict[str, dict[bytes, Entry]] = {}
 
     def entries(self, oid: str) -> dict[bytes, Entry]:
@@ -328,16 +332,28 @@ class Trees:
 
     # ------------------------------------------------------------------ making trees
 
-    def update(self, base: str, changes: Mapping[str, Entry | None]) -> str:
+    def save(self, batch: ObjectBatch) -> None:
+        """Write ``batch``'s objects where the store's git writes them (one pack)."""
+        batch.write(self.objects_dir(), self.tmp_dir)
+
+    def update(
+        self, base: str, changes: Mapping[str, Entry | None], batch: ObjectBatch | None = None
+    ) -> str:
         """The id of ``base`` with ``changes`` (path -> new entry, ``None``: removed) made,
         writing the new trees (a folder left empty goes, as ``write-tree`` leaves it out).
         Raises ``ValueError`` for changes that do not fit the tree (a file set where a folder
-        with files stays): the caller asks git then."""
+        with files stays): the caller asks git then. With ``batch``, the new trees join it (the
+        caller saves it); else they are saved now."""
         split: dict[bytes, Entry | None] = {os.fsencode(p): e for p, e in changes.items()}
-        made = self._update(base, split)
+        own = batch if batch is not None else ObjectBatch()
+        made = self._update(base, split, own)
+        if batch is None:
+            self.save(own)
         return EMPTY_TREE if made is None else made
 
-    def _update(self, base: str | None, changes: Mapping[bytes, Entry | None]) -> str | None:
+    def _update(
+        self, base: str | None, changes: Mapping[bytes, Entry | None], batch: ObjectBatch
+    ) -> str | None:
         before = self.entries(base) if base is not None else {}
         entries = dict(before)
         below: dict[bytes, dict[bytes, Entry | None]] = {}
@@ -360,7 +376,7 @@ class Trees:
             child = old[1] if old is not None and old[0] == TREE_MODE else None
             if old is not None and child is None and name in entries and _adds(sub):
                 raise ValueError(f"{os.fsdecode(name)} is a file in the tree")
-            made = self._update(child, sub) if child is not None or _adds(sub) else None
+            made = self._update(child, sub, batch) if child is not None or _adds(sub) else None
             if name in files:
                 if made is not None:
                     raise ValueError(f"{os.fsdecode(name)} would be a file and a folder")
@@ -372,7 +388,7 @@ class Trees:
             entries[name] = (TREE_MODE, made)
         if not entries:
             return None
-        oid = self.write("tree", tree_bytes(entries))
+        oid = batch.add("tree", tree_bytes(entries))
         self._keep(oid, entries)
         return oid
 
@@ -455,23 +471,81 @@ def _read_all(fd: int, size: int) -> bytes:
         parts.append(chunk)
 
 
-def store_trees(git: GitRunner, objects_dir: Callable[[], Path], tmp_dir: Path) -> Trees:
-    """The object reader and tree cache of one store: objects go to (and are read first from)
-    ``objects_dir()``; temporary files of new objects to ``tmp_dir``."""
+_PACK_TYPES = {"commit": 1, "tree": 2, "blob": 3}
 
-    def write(kind: str, content: bytes) -> str:
-        """``_objects.write_object``, with no ``mkdir`` of a folder that exists (most do)."""
+
+def pack_bytes(objects: Sequence[tuple[str, str, bytes]]) -> tuple[bytes, bytes, str]:
+    """A pack (version 2, no deltas) of ``objects`` ((id, kind, content)), its index (version
+    2) and its name's hash, as git writes them."""
+    body = [b"PACK", struct.pack(">II", 2, len(objects))]
+    offset = 12
+    entries: list[tuple[bytes, int, int]] = []
+    for oid, kind, content in objects:
+        size = len(content)
+        byte = (_PACK_TYPES[kind] << 4) | (size & 0x0F)
+        size >>= 4
+        head = bytearray()
+        while size:
+            head.append(byte | 0x80)
+            byte, size = size & 0x7F, size >> 7
+        head.append(byte)
+        item = bytes(head) + zlib.compress(content, 1)
+        entries.append((bytes.fromhex(oid), zlib.crc32(item), offset))
+        body.append(item)
+        offset += len(item)
+    data = b"".join(body)
+    trailer = hashlib.sha1(data).digest()
+    pack = data + trailer
+    entries.sort()
+    fanout = [0] * 256
+    for oid_raw, _crc, _off in entries:
+        fanout[oid_raw[0]] += 1
+    total = 0
+    for i in range(256):
+        total += fanout[i]
+        fanout[i] = total
+    idx = b"".join(
+        [
+            b"\377tOc",
+            struct.pack(">I", 2),
+            struct.pack(">256I", *fanout),
+            *(e[0] for e in entries),
+            *(struct.pack(">I", e[1]) for e in entries),
+            *(struct.pack(">I", e[2]) for e in entries),
+            trailer,
+        ]
+    )
+    idx += hashlib.sha1(idx).digest()
+    return pack, idx, trailer.hex()
+
+
+class ObjectBatch:
+    """Objects to write together as one pack (two files, whatever their number: a restore's
+    safety snapshot makes a dozen or two small trees and blobs, each a file of its own when
+    loose). ``add`` returns the id at once; ``write`` puts the pack in place (pack first, its
+    index last: git sees a pack only by its index, so a kill leaves no half-made object)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, tuple[str, bytes]] = {}
+
+    def add(self, kind: str, content: bytes) -> str:
         oid = object_id(kind, content)
-        folder = os.path.join(objects_dir(), oid[:2])
-        path = os.path.join(folder, oid[2:])
-        if os.path.exists(path):
-            return oid
-        raw = zlib.compress(b"%s %d\0" % (kind.encode(), len(content)) + content, 1)
-        try:
-            atomic_write(path, raw, tmp_dir=tmp_dir, perm=0o444)
-        except FileNotFoundError:
-            os.makedirs(folder, exist_ok=True)
-            atomic_write(path, raw, tmp_dir=tmp_dir, perm=0o444)
+        self.objects.setdefault(oid, (kind, content))
         return oid
 
-    return Trees(ObjectReader(git, objects_dir), write)
+    def write(self, objects_dir: Path, tmp_dir: Path) -> None:
+        if not self.objects:
+            return
+        pack, idx, name = pack_bytes([(o, k, c) for o, (k, c) in self.objects.items()])
+        folder = objects_dir / "pack"
+        folder.mkdir(exist_ok=True)
+        atomic_write(folder / f"pack-{name}.pack", pack, tmp_dir=tmp_dir, perm=0o444)
+        atomic_write(folder / f"pack-{name}.idx", idx, tmp_dir=tmp_dir, perm=0o444)
+        self.objects = {}
+
+
+def store_trees(git: GitRunner, objects_dir: Callable[[], Path], tmp_dir: Path) -> Trees:
+    """The object reader and tree cache of one store: objects go to (and are read first from)
+    ``objects_dir()``; temporary files of new packs to ``tmp_dir`` (the store sweeps those a
+    killed process left)."""
+    return Trees(ObjectReader(git, objects_dir), objects_dir, tmp_dir)

@@ -35,7 +35,7 @@ def _git_out(env: dict[str, str], *args: str, input: bytes | None = None) -> byt
 
 def _trees(git_dir: Path, tmp_path: Path) -> Trees:
     runner = _git.GitRunner(git_dir, tmp_path, tmp_path / "repo.index")
-    return store_trees(runner, lambda: git_dir / "objects", tmp_path)
+    return store_trees(runner, lambda: git_dir / "objects")
 
 
 def _git_tree(env: dict[str, str], files: dict[str, tuple[int, str]]) -> str:
@@ -341,3 +341,20 @@ def test_the_small_packs_of_restores_are_rolled_together_by_the_next_capture(
         store.materialize(safety.commit, tmp_path / f"s{n}")
         assert (tmp_path / f"s{n}" / "d0" / "f0.txt").read_text().startswith("edit ")
     store.close()
+
+
+def test_opening_a_store_removes_a_pack_temp_file_a_killed_restore_left(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    _project(ws)
+    ShadowStore.open(ws, home=tmp_path / "home").capture()
+    child = subprocess.Popen(["true"])
+    child.wait()  # (its pid is no one's now)
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    packs = store.git_dir / "objects" / "pack"
+    left = packs / f".pack-{'1' * 40}.pack.tmp-{child.pid}-0a0b0c0d"
+    mine = packs / f".pack-{'2' * 40}.pack.tmp-{os.getpid()}-0a0b0c0d"
+    left.write_bytes(b"half a pack")
+    mine.write_bytes(b"a live writer's")
+    store.close()
+    ShadowStore.open(ws, home=tmp_path / "home").close()
+    assert not left.exists() and mine.exists()

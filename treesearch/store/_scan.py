@@ -31,7 +31,8 @@ from treesearch.store._stat import (
     write_scan_time,
 )
 from treesearch.store._stat import is_racy as _is_racy
-from treesearch.store._trees import ObjectBatch, Trees, hash_files
+from treesearch.store._trees import UNSYNCED_MAX as _UNSYNCED_MAX
+from treesearch.store._trees import Trees, tree_here
 from treesearch.store._walk import MODE, SIZE, IgnoreRules, NeedFullWalk, Walker, WalkResult
 from treesearch.store._watch import Inotify
 from treesearch.types import TreeHash
@@ -43,8 +44,6 @@ _BULK_PATHS = 256
 _FORCE_ARG_BYTES = 64 * 1024
 """Paths to force (see ``Scanner.scan``) up to this size go on git's command line, else to a
 process of their own."""
-_UNSYNCED_MAX = 256
-"""At most this many index entries wait in ``Scanner.unsynced`` (they ride on a command line)."""
 _VERIFY_BYTES = 1 << 20
 """Racy files up to this size are checked by hashing them here instead of by a git process."""
 _NO_GIT_CONFIG = ["-c", "safe.directory=*", "-c", "core.fsmonitor=false"]
@@ -234,7 +233,7 @@ class Scanner:
         keep the same timestamps ("racy", as in git's own index); the ignore listing is reused
         while no folder changed. ``verify`` (a restore's safety scan): see every change a full
         walk sees, also those the watcher cannot report. ``here`` (a restore's scans): a few
-        changed files are hashed and the tree made in this process (``_made_here``).
+        changed files are hashed and the tree made in this process (``_trees.tree_here``).
         """
         t0 = time.perf_counter()
         if not (self.store / "index").exists():
@@ -246,7 +245,8 @@ class Scanner:
         walk_start = time.time_ns()
         w = self.walk(verify)
         c = self._compare(cache, w)
-        made = self._made_here(c, w, tree) if here and cache is not None else None
+        stale = c.index_paths.difference(w.files)
+        made = tree_here(self, c.feed, stale, w.files, tree) if here and cache else None
         if made is not None:
             self._remember(cache, w.files, c.feed, {}, walk_start)
             self.oids.update((p, oid) for p, (_mode, oid) in made[1].items() if p in self.recent)
@@ -297,31 +297,6 @@ class Scanner:
         force += recent
         feed = sorted(set(changed).union(recent))
         return _Compared(index_paths, feed, force, {}, len(changed))
-
-    def _made_here(
-        self, c: _Compared, w: WalkResult, tree: TreeHash | None
-    ) -> tuple[TreeHash, dict[str, tuple[int, str]]] | None:
-        """The scan's tree made in this process, and the entries of the files hashed for it, or
-        ``None`` (git is asked): a few small files changed since a scan whose tree is known.
-        The index entries wait in ``unsynced``, as a restore's do (a process that dies first
-        leaves an index whose stat data differ from those files': the next one hashes them)."""
-        stale = c.index_paths.difference(w.files)
-        if self.trees is None or tree is None or not (c.feed or stale):
-            return None
-        if len(self.unsynced.keys() | stale | set(c.feed)) > _UNSYNCED_MAX:
-            return None
-        batch = ObjectBatch()  # one pack for all: two files, not one per object
-        made = hash_files(str(self.workspace), c.feed, w.files, batch.add)
-        if made is None:
-            return None
-        entries: dict[str, tuple[int, str] | None] = {**dict.fromkeys(stale), **made}
-        try:
-            new = TreeHash(self.trees.update(tree, entries, batch))
-        except ValueError:
-            return None
-        self.trees.save(batch)
-        self.unsynced.update(entries)
-        return new, made
 
     def _unsynced_args(self, c: _Compared, w: WalkResult, tree_unknown: bool) -> list[str]:
         """``update-index`` arguments for the index entries a restore left (``unsynced``) when

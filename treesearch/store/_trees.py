@@ -31,12 +31,17 @@ import struct
 import subprocess
 import weakref
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from treesearch.store._fs import atomic_write
 from treesearch.store._git import BinarySink, GitFailed, GitRunner, git_executable
 from treesearch.store._objects import object_id
+from treesearch.types import TreeHash
+
+if TYPE_CHECKING:
+    from treesearch.store._scan import Scanner
 
 Entry = tuple[int, str]
 """A tree entry: (git mode, object id)."""
@@ -45,6 +50,9 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _LOOSE_MAX = 8 << 20
 _ZERO = "0" * 40
 _CACHED_TREES = 8192
+UNSYNCED_MAX = 256
+"""At most this many index entries wait for git (``Scanner.unsynced``): they ride on the
+command line of the next ``update-index`` a scan runs."""
 
 
 class MissingObject(Exception):
@@ -243,12 +251,9 @@ class TooBig(Exception):
 class Trees:
     """Parsed trees by id, their comparison and new trees made from them (see the module)."""
 
-    def __init__(
-        self, objects: ObjectReader, objects_dir: Callable[[], Path], tmp_dir: Path
-    ) -> None:
+    def __init__(self, objects: ObjectReader, objects_dir: Callable[[], Path]) -> None:
         self.objects = objects
         self.objects_dir = objects_dir
-        self.tmp_dir = tmp_dir
         self._cache: dict[str, dict[bytes, Entry]] = {}
 
     def entries(self, oid: str) -> dict[bytes, Entry]:
@@ -334,7 +339,7 @@ class Trees:
 
     def save(self, batch: ObjectBatch) -> None:
         """Write ``batch``'s objects where the store's git writes them (one pack)."""
-        batch.write(self.objects_dir(), self.tmp_dir)
+        batch.write(self.objects_dir())
 
     def update(
         self, base: str, changes: Mapping[str, Entry | None], batch: ObjectBatch | None = None
@@ -533,19 +538,52 @@ class ObjectBatch:
         self.objects.setdefault(oid, (kind, content))
         return oid
 
-    def write(self, objects_dir: Path, tmp_dir: Path) -> None:
+    def write(self, objects_dir: Path) -> None:
         if not self.objects:
             return
         pack, idx, name = pack_bytes([(o, k, c) for o, (k, c) in self.objects.items()])
         folder = objects_dir / "pack"
-        folder.mkdir(exist_ok=True)
-        atomic_write(folder / f"pack-{name}.pack", pack, tmp_dir=tmp_dir, perm=0o444)
-        atomic_write(folder / f"pack-{name}.idx", idx, tmp_dir=tmp_dir, perm=0o444)
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+        # Temporary files beside the pack (a rename within a folder costs half of one across
+        # folders here); ``_init.sweep_temps`` removes those a killed writer left.
+        atomic_write(folder / f"pack-{name}.pack", pack, tmp_dir=folder, perm=0o444)
+        atomic_write(folder / f"pack-{name}.idx", idx, tmp_dir=folder, perm=0o444)
         self.objects = {}
 
 
-def store_trees(git: GitRunner, objects_dir: Callable[[], Path], tmp_dir: Path) -> Trees:
+def tree_here(
+    scanner: Scanner,
+    feed: Sequence[str],
+    stale: Collection[str],
+    keys: Mapping[str, tuple[int, int, int, int, int]],
+    tree: str | None,
+) -> tuple[TreeHash, dict[str, Entry]] | None:
+    """A scan's tree made in this process, and the entries of the files hashed for it (``feed``,
+    with ``keys``, the walk's stat data; ``stale``: gone from it), or ``None`` (git is asked):
+    a few small files changed since a scan whose tree (``tree``) is known. The index entries
+    wait in ``scanner.unsynced``, as a restore's do (a process that dies first leaves an index
+    whose stat data differ from those files': the next one hashes them)."""
+    trees = scanner.trees
+    if trees is None or tree is None or not (feed or stale):
+        return None
+    if len(scanner.unsynced.keys() | set(stale) | set(feed)) > UNSYNCED_MAX:
+        return None
+    batch = ObjectBatch()  # one pack for all: two files, not one per object
+    made = hash_files(str(scanner.workspace), feed, keys, batch.add)
+    if made is None:
+        return None
+    entries: dict[str, Entry | None] = {**dict.fromkeys(stale), **made}
+    try:
+        new = TreeHash(trees.update(tree, entries, batch))
+    except ValueError:
+        return None
+    trees.save(batch)
+    scanner.unsynced.update(entries)
+    return new, made
+
+
+def store_trees(git: GitRunner, objects_dir: Callable[[], Path]) -> Trees:
     """The object reader and tree cache of one store: objects go to (and are read first from)
-    ``objects_dir()``; temporary files of new packs to ``tmp_dir`` (the store sweeps those a
-    killed process left)."""
-    return Trees(ObjectReader(git, objects_dir), objects_dir, tmp_dir)
+    ``objects_dir()``."""
+    return Trees(ObjectReader(git, objects_dir), objects_dir)

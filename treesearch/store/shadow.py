@@ -15,7 +15,8 @@ holds every cache of it; ``_restore.py`` plans, journals, executes, rolls back a
 ``_catalogue.py`` records and finds snapshots (resolve, log, labels, pins, gc); ``_diffs.py`` diffs
 trees; ``_errors.py`` maps git and OS failures to each operation's ``StoreError`` subclass;
 ``_objects.py`` writes a snapshot's commit without a git process; ``_pack.py`` packs loose objects
-and refs after captures. Git runs with an environment built from nothing (see ``_git.py``).
+and refs after captures; ``_trees.py`` reads objects through one long-lived ``cat-file`` and
+compares and makes trees without git. Git runs with an environment built from nothing (``_git.py``).
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ class ShadowStore:
         self._restorer.known_diff = self._diffs.known_raw
         # One long-lived cat-file and a cache of parsed trees: a restore's plan, contents and
         # safety snapshot need no git process of their own (``_trees.py``).
-        self._trees = store_trees(self._git, lambda: self._catalogue.objects_dir, path)
+        self._trees = store_trees(self._git, lambda: self._catalogue.objects_dir)
         self._scanner.trees = self._restorer.trees = self._trees
         self.recovered: str | None = None
         """What ``recover()`` did on open, if an interrupted restore was found (else ``None``)."""

@@ -302,10 +302,10 @@ class Trees:
         if a == b:
             return
         ea, eb = self._load(a, budget), self._load(b, budget)
-        for name in sorted(ea.keys() | eb.keys()):
+        # The names whose entries differ, found in C (a folder of hundreds of entries where
+        # one changed costs no loop over the others).
+        for name in sorted({n for n, _e in ea.items() ^ eb.items()}):
             old, new = ea.get(name), eb.get(name)
-            if old == new:
-                continue
             path = prefix + name
             old_tree = old is not None and old[0] == TREE_MODE
             new_tree = new is not None and new[0] == TREE_MODE

@@ -340,15 +340,12 @@ class Restorer:
 
     def _rollback(self, token: str, safety: Snapshot, plan: Plan, target: Snapshot) -> None:
         self._cleanup_temps(token, [p for p, *_ in plan.writes])
+        # No scan: it would write the index and hash files into the store, taking the very
+        # room a restore that ran out of disk freed (a full disk then failed the rollback too).
+        # Every path that differs between the safety and the target was in the plan, and going
+        # back from the target's tree rewrites each of them (done or not) to its safety state.
         self.scanner.forget_index()
-        try:
-            scan = self.scanner.scan(verify=True)
-        except (GitFailed, OSError):
-            # The scan writes the index, which a full disk refuses. Without it: every path that
-            # differs between the safety and the target was in the plan, and going back from
-            # the target's tree rewrites each of them (done or not) to its safety state.
-            self.scanner.forget_index()
-            scan = Scan(target.tree, self.scanner.walk(verify=True), 0, 0.0)
+        scan = Scan(target.tree, self.scanner.walk(verify=True), 0, 0.0)
         back = self.plan(scan, safety)
         self.execute(back, token)
         self._sync_index_or_forget(back, safety.tree)

@@ -245,8 +245,8 @@ class Scanner:
         walk_start = time.time_ns()
         w = self.walk(verify)
         c = self._compare(cache, w)
-        stale = c.index_paths.difference(w.files)
-        made = tree_here(self, c.feed, stale, w.files, tree) if here and cache else None
+        gone = c.index_paths.difference
+        made = tree_here(self, c.feed, gone(w.files), w.files, tree) if here and cache else None
         if made is not None:
             self._remember(cache, w.files, c.feed, {}, walk_start)
             self.oids.update((p, oid) for p, (_mode, oid) in made[1].items() if p in self.recent)

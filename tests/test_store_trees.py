@@ -17,7 +17,14 @@ from conftest import clean_git_env, tree_digest
 
 from treesearch.store import ShadowStore, _git
 from treesearch.store._pack import MAX_PACKS
-from treesearch.store._trees import EMPTY_TREE, ObjectReader, Trees, hash_files, store_trees
+from treesearch.store._trees import (
+    EMPTY_TREE,
+    MissingObject,
+    ObjectReader,
+    Trees,
+    hash_files,
+    store_trees,
+)
 
 
 def _repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
@@ -163,7 +170,7 @@ def test_the_long_lived_cat_file_reads_objects_written_after_it_started_loose_an
         assert reader.read(first) == b"first\n"
         assert reader.read(later) == b"packed, written later\n"
         gone = "0123456789abcdef0123456789abcdef01234567"
-        with pytest.raises(Exception, match="not in the store"):
+        with pytest.raises(MissingObject, match="not in the store"):
             reader.read(gone)
     finally:
         reader.close()

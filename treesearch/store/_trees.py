@@ -55,8 +55,8 @@ UNSYNCED_MAX = 256
 command line of the next ``update-index`` a scan runs."""
 
 
-class MissingObject(Exception):
-    """An object the store needs is not in it (private: mapped by the caller)."""
+class MissingObject(GitFailed):
+    """An object the store needs is not in it (a git failure to every caller)."""
 
 
 class ObjectReader:
@@ -169,7 +169,9 @@ class ObjectReader:
                 left -= len(chunk)
             out.read(1)  # the LF after the content
             return kind
-        raise MissingObject(f"object {oid} is not in the store")
+        raise MissingObject(
+            ["cat-file", "--batch", oid], 128, b"object not in the store: " + oid.encode()
+        )
 
     def _process(self, restart: bool = False) -> subprocess.Popen[bytes]:
         env = self._git.env

@@ -32,6 +32,8 @@ from treesearch.store._stat import (
 )
 from treesearch.store._stat import is_racy as _is_racy
 from treesearch.store._tree_write import TreeWriter
+from treesearch.store._trees import UNSYNCED_MAX as _UNSYNCED_MAX
+from treesearch.store._trees import Trees, tree_here
 from treesearch.store._walk import MODE, SIZE, IgnoreRules, NeedFullWalk, Walker, WalkResult
 from treesearch.store._watch import Inotify
 from treesearch.types import TreeHash
@@ -43,8 +45,6 @@ _BULK_PATHS = 256
 _FORCE_ARG_BYTES = 64 * 1024
 """Paths to force (see ``Scanner.scan``) up to this size go on git's command line, else to a
 process of their own."""
-_UNSYNCED_MAX = 256
-"""At most this many index entries wait in ``Scanner.unsynced`` (they ride on a command line)."""
 _VERIFY_BYTES = 1 << 20
 """Racy files up to this size are checked by hashing them here instead of by a git process."""
 _NO_GIT_CONFIG = ["-c", "safe.directory=*", "-c", "core.fsmonitor=false"]
@@ -135,6 +135,8 @@ class Scanner:
         """Without a watcher: what the next walk must list again (``_recheck.py``)."""
         self.trees = TreeWriter(git, store)
         """Writes a small scan's blobs and trees without git (``_scan_edit.py``)."""
+        self.restore_trees: Trees | None = None
+        """Trees made in this process (``_trees.py``): see ``scan(here=True)``."""
 
     # ------------------------------------------------------------------ state
 
@@ -230,7 +232,7 @@ class Scanner:
 
     # ------------------------------------------------------------------ scan
 
-    def scan(self, *, verify: bool = False) -> Scan:
+    def scan(self, *, verify: bool = False, here: bool = False) -> Scan:
         """Bring the store's index in line with the workspace and write its tree (no snapshot).
 
         Cost with nothing changed: one ``lstat`` per file (our walk) and no git process at all.
@@ -238,7 +240,8 @@ class Scanner:
         the nanosecond, ``_stat.py``), or that were modified so recently that a later change could
         keep the same timestamps ("racy", as in git's own index); the ignore listing is reused
         while no folder changed. ``verify`` (a restore's safety scan): see every change a full
-        walk sees, also those the watcher cannot report.
+        walk sees, also those the watcher cannot report. ``here`` (a restore's scans): a few
+        changed files are hashed and the tree made in this process (``_trees.tree_here``).
         """
         t0 = time.perf_counter()
         if not (self.store / "index").exists():
@@ -250,6 +253,13 @@ class Scanner:
         walk_start = time.time_ns()
         w = self.walk(verify)
         c = self._compare(cache, w)
+        gone = c.index_paths.difference
+        here_made = tree_here(self, c.feed, gone(w.files), w.files, tree) if here and cache else None
+        if here_made is not None:
+            self._remember(cache, w.files, c.feed, {}, walk_start)
+            self.oids.update((p, oid) for p, (_m, oid) in here_made[1].items() if p in self.recent)
+            self.tree = here_made[0]
+            return Scan(here_made[0], w, c.hashed, time.perf_counter() - t0)
         made = write_in_process(self, cache, tree, c.feed, c.index_paths, w, _UNSYNCED_MAX)
         if made is not None:  # (the index is told later: ``_scan_edit.py``)
             self._remember(cache, w.files, c.feed, c.racy_known, walk_start)

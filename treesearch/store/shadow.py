@@ -15,7 +15,8 @@ holds every cache of it; ``_restore.py`` plans, journals, executes, rolls back a
 ``_catalogue.py`` records and finds snapshots (resolve, log, labels, pins, gc); ``_diffs.py`` diffs
 trees; ``_errors.py`` maps git and OS failures to each operation's ``StoreError`` subclass;
 ``_objects.py`` writes a snapshot's commit without a git process; ``_pack.py`` packs loose objects
-and refs after captures. Git runs with an environment built from nothing (see ``_git.py``).
+and refs after captures; ``_trees.py`` reads objects through one long-lived ``cat-file`` and
+compares and makes trees without git. Git runs with an environment built from nothing (``_git.py``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from treesearch.store._restore import Restorer
 from treesearch.store._retention import GcPolicy
 from treesearch.store._scan import Scan, Scanner
 from treesearch.store._scan_edit import diff_in_process, tell_index
+from treesearch.store._trees import store_trees
 from treesearch.store.values import CaptureStats, Diff, RestoreResult, Snapshot
 
 # splitIndex.sharedIndexExpire = now: a new shared index (written when a fifth of the entries
@@ -192,6 +194,10 @@ class ShadowStore:
             lambda scan: self._capture_locked("safety", None, None, scan=scan),
         )
         self._restorer.known_diff = self._diffs.known_raw
+        # One long-lived cat-file and a cache of parsed trees: a restore's plan, contents and
+        # safety snapshot need no git process of their own (``_trees.py``).
+        self._trees = store_trees(self._git, lambda: self._catalogue.objects_dir)
+        self._scanner.restore_trees = self._restorer.trees = self._trees
         self.recovered: str | None = None
         """What ``recover()`` did on open, if an interrupted restore was found (else ``None``)."""
         self.fixed_dates = False
@@ -313,6 +319,7 @@ class ShadowStore:
     def close(self) -> None:
         """Release resources (the store holds no lock between operations)."""
         self._scanner.close()
+        self._trees.objects.close()
         if self._lock_fd is not None and self._lock_depth == 0:
             os.close(self._lock_fd)
             self._lock_fd = None

@@ -1,4 +1,4 @@
-"""A small capture writes its blobs and trees in the process (``store/_tree_write.py``,
+"""A small capture writes its blobs and trees in the process (``store/_trees.py``,
 ``store/_scan_edit.py``): the trees must be git's own, byte for byte, the store must stay whole
 (``git fsck``), a search worker's objects must be the controller's, and a small capture of a
 session must start no git process at all (what makes it cheap; a test so that it stays so)."""
@@ -19,7 +19,8 @@ from treesearch.session import TransactionalSession
 from treesearch.store import ShadowStore, _git
 from treesearch.store._diffs import parse_diff
 from treesearch.store._git import GitRunner, isolated_env
-from treesearch.store._tree_write import EMPTY_TREE, TreeWriter, Unsupported
+from treesearch.store._objects import write_object
+from treesearch.store._trees import EMPTY_TREE, Trees, objects_dir_of, store_trees
 from treesearch.store.values import Diff, TreeHash
 from treesearch.store.workers import adopt, open_worker_store, worker_view
 
@@ -57,6 +58,10 @@ def _plain_repo(tmp_path: Path) -> GitRunner:
     return GitRunner(git_dir, tmp_path, tmp_path / "plain-index")
 
 
+def _blob(trees: Trees, data: bytes) -> str:
+    return write_object(trees.objects_dir(), "blob", data, tmp_dir=trees.tmp_dir)
+
+
 def _random_path(rng: random.Random) -> str:
     depth = rng.choice([1, 1, 2, 2, 3])
     return "/".join(rng.choice(NAMES) for _ in range(depth))
@@ -67,15 +72,15 @@ def _random_path(rng: random.Random) -> str:
 
 def test_tree_writer_edits_give_git_write_tree_s_bytes_on_random_edits(tmp_path: Path) -> None:
     """Random entries (names that sort differently with git's ``/`` rule, modes 100644, 100755
-    and 120000) put into an index with ``update-index --cacheinfo`` and removed with
-    ``--force-remove``; after each round, ``write-tree``'s id is the writer's, and every tree it
-    wrote is the object git has."""
+    and 120000; files replacing folders and the other way round) put into an index with
+    ``update-index --cacheinfo``; after each round, ``write-tree``'s id is
+    ``Trees.update``'s, and every tree it wrote is the object git has."""
     git = _plain_repo(tmp_path)
-    writer = TreeWriter(git, tmp_path)
+    trees = store_trees(git, tmp_path)
     rng = random.Random(1301)
-    blobs = [writer.blob(f"content {i}\n".encode()) for i in range(6)]
+    blobs = [_blob(trees, f"content {i}\n".encode()) for i in range(6)]
     files: dict[str, tuple[int, str]] = {}
-    base: str | None = None
+    base = EMPTY_TREE
     checked = 0
     try:
         for _round in range(200):
@@ -96,8 +101,8 @@ def test_tree_writer_edits_give_git_write_tree_s_bytes_on_random_edits(tmp_path:
             if _conflicts(after):
                 continue  # a file and a folder of one name: not a state an index can hold
             try:
-                tree = writer.edit(base, changes)
-            except Unsupported:
+                tree = trees.update(base, changes)
+            except ValueError:
                 # Only when the edit has a file and a folder of one name (git's --replace).
                 assert _conflicts({**files, **{p: e for p, e in changes.items() if e}})
                 continue
@@ -116,7 +121,7 @@ def test_tree_writer_edits_give_git_write_tree_s_bytes_on_random_edits(tmp_path:
         assert checked >= 60
         git.run(["fsck", "--no-progress", "--no-dangling"])
     finally:
-        writer.close()
+        trees.objects.close()
 
 
 def _conflicts(files: Mapping[str, object]) -> bool:
@@ -127,40 +132,41 @@ def _conflicts(files: Mapping[str, object]) -> bool:
 
 def test_tree_writer_removing_every_file_gives_git_s_empty_tree(tmp_path: Path) -> None:
     git = _plain_repo(tmp_path)
-    writer = TreeWriter(git, tmp_path)
+    trees = store_trees(git, tmp_path)
     try:
-        blob = writer.blob(b"x\n")
-        tree = writer.edit(None, {"d/e/f": (0o100644, blob), "g": (0o100755, blob)})
-        assert writer.edit(tree, {"d/e/f": None, "g": None}) == EMPTY_TREE
-        folder_gone = writer.edit(tree, {"d/e/f": None})
+        blob = _blob(trees, b"x\n")
+        tree = trees.update(EMPTY_TREE, {"d/e/f": (0o100644, blob), "g": (0o100755, blob)})
+        assert trees.update(tree, {"d/e/f": None, "g": None}) == EMPTY_TREE
+        folder_gone = trees.update(tree, {"d/e/f": None})
         assert git.run(["ls-tree", "-r", "--name-only", folder_gone]) == b"g\n"
-        git.run(["cat-file", "-e", EMPTY_TREE])
+        empty = objects_dir_of(git) / EMPTY_TREE[:2] / EMPTY_TREE[2:]
+        assert empty.exists()  # written: a snapshot's commit may name it
     finally:
-        writer.close()
+        trees.objects.close()
 
 
 def test_tree_reader_finds_a_tree_packed_after_its_cat_file_started(tmp_path: Path) -> None:
     """A tree another process wrote and packed after the reader's ``cat-file`` started is found
     (restarted once on a miss), and a tree that is nowhere is an error, not an empty tree."""
     git = _plain_repo(tmp_path)
-    writer = TreeWriter(git, tmp_path)
+    trees = store_trees(git, tmp_path)
     try:
-        blob = writer.blob(b"x\n")
-        first = writer.edit(None, {"a": (0o100644, blob)})
+        blob = _blob(trees, b"x\n")
+        first = trees.update(EMPTY_TREE, {"a": (0o100644, blob)})
         _pack_only(git, first)  # now only in a pack: read through cat-file
-        writer.reader.cache.clear()
-        assert writer.reader.entries(first)[b"a"] == (0o100644, blob)
-        assert writer.reader.started == 1
+        trees._cache.clear()
+        assert trees.entries(first)[b"a"] == (0o100644, blob)
+        assert trees.objects.started == 1
         git.run(["read-tree", "--empty"])
         git.run(["update-index", "--add", "--cacheinfo", f"100644,{blob},later"])
         later = git.run(["write-tree"]).decode().strip()
         _pack_only(git, later)
         assert not (git.git_dir / "objects" / later[:2] / later[2:]).exists()
-        assert set(writer.reader.entries(later)) == {b"later"}
-        with pytest.raises(_git.GitFailed, match="missing"):
-            writer.reader.entries("1" * 40)
+        assert set(trees.entries(later)) == {b"later"}
+        with pytest.raises(_git.GitFailed, match="not in the store"):
+            trees.entries("1" * 40)
     finally:
-        writer.close()
+        trees.objects.close()
 
 
 def _pack_only(git: GitRunner, tree: str) -> None:

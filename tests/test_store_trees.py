@@ -42,7 +42,7 @@ def _git_out(env: dict[str, str], *args: str, input: bytes | None = None) -> byt
 
 def _trees(git_dir: Path, tmp_path: Path) -> Trees:
     runner = _git.GitRunner(git_dir, tmp_path, tmp_path / "repo.index")
-    return store_trees(runner, lambda: git_dir / "objects")
+    return store_trees(runner, tmp_path)
 
 
 def _git_tree(env: dict[str, str], files: dict[str, tuple[int, str]]) -> str:
@@ -124,16 +124,21 @@ def test_trees_made_and_compared_here_are_what_git_makes_and_prints(tmp_path: Pa
         want = _git_tree(env, new_files)
         made = trees.update(tree, changes)
         assert made == want, changes
-        assert set(zip(*[iter(trees.diff(tree, made) or [])] * 2, strict=True)) == _diff_records(
-            env, tree, made
+        # The same records, in git's order.
+        assert (
+            trees.diff(tree, made)
+            == _git_out(env, "diff-tree", "-r", "-z", "--no-renames", tree, made).split(b"\0")[:-1]
         )
         tree, files = made, new_files
-    assert trees.update(tree, dict.fromkeys(files)) == EMPTY_TREE
-    # Each update wrote one pack, which git reads and checks as its own.
+    # A few new trees each time: loose objects, as git writes them.
+    assert not list((git_dir / "objects" / "pack").glob("pack-*"))
+    # Many new trees at once (40 folders): one pack, which git reads and checks as its own.
+    many = {f"n{i}/m{i}/f": (0o100644, blobs[i % 6]) for i in range(40)}
+    assert trees.update(tree, many) == _git_tree(env, {**files, **many})
     packs = sorted((git_dir / "objects" / "pack").glob("pack-*.idx"))
-    assert len(packs) == 40  # (the empty tree is written by no one)
-    for idx in packs:
-        _git_out(env, "verify-pack", str(idx))
+    assert len(packs) == 1
+    _git_out(env, "verify-pack", str(packs[0]))
+    assert trees.update(tree, dict.fromkeys(files)) == EMPTY_TREE
     _git_out(env, "fsck", "--strict", "--no-dangling")
 
 
@@ -180,16 +185,13 @@ def test_hashing_a_file_changed_since_the_walk_is_left_to_git(tmp_path: Path) ->
     (tmp_path / "f").write_text("walked\n")
     st = os.lstat(tmp_path / "f")
     key = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode)
-    written: list[bytes] = []
-
-    def write(kind: str, data: bytes) -> str:
-        written.append(data)
-        return "0" * 40
-
-    assert hash_files(str(tmp_path), ["f"], {"f": key}, write) == {"f": (0o100644, "0" * 40)}
+    blob = subprocess.run(
+        ["git", "hash-object", "--stdin"], input=b"walked\n", capture_output=True, check=True
+    ).stdout.decode()
+    made = {"f": ((0o100644, blob.strip()), b"walked\n")}
+    assert hash_files(str(tmp_path), ["f"], {"f": key}) == made
     (tmp_path / "f").write_text("changed after the walk\n")
-    assert hash_files(str(tmp_path), ["f"], {"f": key}, write) is None
-    assert written == [b"walked\n"]
+    assert hash_files(str(tmp_path), ["f"], {"f": key}) is None
 
 
 # ---------------------------------------------------------------------------- restore
@@ -328,15 +330,21 @@ def test_a_big_restore_after_a_small_one_keeps_the_index_right_regression_entry_
 def test_the_small_packs_of_restores_are_rolled_together_by_the_next_capture(
     tmp_path: Path, watch_mode: bool
 ) -> None:
-    """Each restore after an edit no capture saw writes its safety snapshot's new objects as
-    one small pack; the packs do not pile up: past ``MAX_PACKS``, a capture rolls them."""
+    """Each restore after edits of 40 files in 40 folders that no capture saw writes its safety
+    snapshot's new objects (81 of them) as one small pack, not as 81 loose files; the packs do
+    not pile up: past ``MAX_PACKS``, a capture rolls them."""
     ws = tmp_path / "ws"
     _project(ws)
+    for i in range(40):
+        (ws / "wide" / f"w{i}").mkdir(parents=True)
+        (ws / "wide" / f"w{i}" / "f.txt").write_text(f"{i}\n")
     store = ShadowStore.open(ws, home=tmp_path / "home")
     first = store.capture()
     packs = store.git_dir / "objects" / "pack"
     for n in range(MAX_PACKS + 3):
         (ws / "d0" / "f0.txt").write_text(f"edit {n}\n")
+        for i in range(40):
+            (ws / "wide" / f"w{i}" / "f.txt").write_text(f"{i} edit {n}\n")
         store.restore(first.commit)
     assert len(list(packs.glob("*.pack"))) > MAX_PACKS
     (ws / "d1" / "f1.txt").write_text("a capture\n")

@@ -36,7 +36,7 @@ def checked_scan(scanner: Scanner, plan_for: Callable[[Scan], Plan]) -> tuple[Sc
     """The workspace's scan and ``plan_for``'s plan from it, such that every file the plan
     writes over, deletes or changes the mode of has, in the scan, the stat data it has on disk."""
     for _ in range(_ROUNDS):
-        scan = scanner.scan(here=True)
+        scan = scanner.scan()
         plan = plan_for(scan)
         stale = stale_paths(scanner.workspace, scan.walk, changed_by(plan))
         if not stale:
@@ -44,7 +44,7 @@ def checked_scan(scanner: Scanner, plan_for: Callable[[Scan], Plan]) -> tuple[Sc
         if scanner.walker is not None:
             # List their folders again and compare these files with the stat cache.
             scanner.walker.wrote(stale)
-    scan = scanner.scan(verify=True, here=True)
+    scan = scanner.scan(verify=True)
     return scan, plan_for(scan)
 
 

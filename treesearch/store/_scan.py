@@ -31,10 +31,9 @@ from treesearch.store._stat import (
     write_scan_time,
 )
 from treesearch.store._stat import is_racy as _is_racy
-from treesearch.store._tree_write import TreeWriter
 from treesearch.store._trees import UNSYNCED_MAX as _UNSYNCED_MAX
-from treesearch.store._trees import Trees, tree_here
-from treesearch.store._walk import MODE, SIZE, IgnoreRules, NeedFullWalk, Walker, WalkResult
+from treesearch.store._trees import store_trees
+from treesearch.store._walk import SIZE, IgnoreRules, NeedFullWalk, Walker, WalkResult
 from treesearch.store._watch import Inotify
 from treesearch.types import TreeHash
 
@@ -133,10 +132,9 @@ class Scanner:
         """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
         self.recheck = Recheck()
         """Without a watcher: what the next walk must list again (``_recheck.py``)."""
-        self.trees = TreeWriter(git, store)
-        """Writes a small scan's blobs and trees without git (``_scan_edit.py``)."""
-        self.restore_trees: Trees | None = None
-        """Trees made in this process (``_trees.py``): see ``scan(here=True)``."""
+        self.trees = store_trees(git, store)
+        """The store's one object reader and tree cache (``_trees.py``): a small scan's blobs
+        and trees are written without git (``_scan_edit.py``); a restore reads through it."""
 
     # ------------------------------------------------------------------ state
 
@@ -155,7 +153,7 @@ class Scanner:
         self.signature = None
 
     def close(self) -> None:
-        self.trees.close()
+        self.trees.objects.close()
         if self.watch is not None:
             self.watch.close()
             self.watch = None
@@ -232,7 +230,7 @@ class Scanner:
 
     # ------------------------------------------------------------------ scan
 
-    def scan(self, *, verify: bool = False, here: bool = False) -> Scan:
+    def scan(self, *, verify: bool = False) -> Scan:
         """Bring the store's index in line with the workspace and write its tree (no snapshot).
 
         Cost with nothing changed: one ``lstat`` per file (our walk) and no git process at all.
@@ -240,8 +238,7 @@ class Scanner:
         the nanosecond, ``_stat.py``), or that were modified so recently that a later change could
         keep the same timestamps ("racy", as in git's own index); the ignore listing is reused
         while no folder changed. ``verify`` (a restore's safety scan): see every change a full
-        walk sees, also those the watcher cannot report. ``here`` (a restore's scans): a few
-        changed files are hashed and the tree made in this process (``_trees.tree_here``).
+        walk sees, also those the watcher cannot report.
         """
         t0 = time.perf_counter()
         if not (self.store / "index").exists():
@@ -253,13 +250,6 @@ class Scanner:
         walk_start = time.time_ns()
         w = self.walk(verify)
         c = self._compare(cache, w)
-        gone = c.index_paths.difference
-        here_made = tree_here(self, c.feed, gone(w.files), w.files, tree) if here and cache else None
-        if here_made is not None:
-            self._remember(cache, w.files, c.feed, {}, walk_start)
-            self.oids.update((p, oid) for p, (_m, oid) in here_made[1].items() if p in self.recent)
-            self.tree = here_made[0]
-            return Scan(here_made[0], w, c.hashed, time.perf_counter() - t0)
         made = write_in_process(self, cache, tree, c.feed, c.index_paths, w, _UNSYNCED_MAX)
         if made is not None:  # (the index is told later: ``_scan_edit.py``)
             self._remember(cache, w.files, c.feed, c.racy_known, walk_start)
@@ -416,7 +406,7 @@ class Scanner:
         return set(entries), sorted(set(changed).union(unverified)), force + unverified, known
 
     def _unverified(
-        self, paths: list[str], keys: Mapping[str, tuple[int, ...]], oids: Mapping[str, str]
+        self, paths: list[str], keys: Mapping[str, Key], oids: Mapping[str, str]
     ) -> list[str]:
         """The racy ``paths`` git must look at again: those whose blob id we do not know, or
         whose content no longer hashes to it (what git does for its own racy entries)."""
@@ -426,7 +416,7 @@ class Scanner:
             if (
                 oid is None
                 or keys[p][SIZE] > _VERIFY_BYTES
-                or blob_id_of(self.workspace, p, keys[p][MODE], _VERIFY_BYTES) != oid
+                or blob_id_of(self.workspace, p, keys[p], _VERIFY_BYTES) != oid
             ):
                 out.append(p)
         return out

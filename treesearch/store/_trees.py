@@ -16,9 +16,12 @@ four process starts, most of a small restore. Here:
   so the cost is that of the change, not of the tree), and makes the tree of a base tree with a
   few entries changed (``update``: new tree objects only along the changed paths, byte for byte
   what ``write-tree`` writes, so the ids are git's).
-- ``hash_files`` makes the blobs of a scan's few changed files in this process; with ``update``
-  the scan of a restore's safety snapshot needs no ``update-index`` and no ``write-tree`` (the
-  index entries follow with the next ``update-index`` a scan runs, as a restore's do).
+- ``hash_files`` hashes a scan's few changed files in this process, each checked to have the
+  walk's stat data before and after it is read; with ``update``, a small scan (a session's step,
+  a restore's safety snapshot) needs no ``update-index`` and no ``write-tree``
+  (``_scan_edit.write_in_process``).
+- ``ObjectBatch`` writes one scan's new objects: a few as loose objects (as git would), many as
+  one small pack (two files, not one per object).
 """
 
 from __future__ import annotations
@@ -31,17 +34,13 @@ import struct
 import subprocess
 import weakref
 import zlib
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from treesearch.store._fs import atomic_write
 from treesearch.store._git import BinarySink, GitFailed, GitRunner, git_executable
-from treesearch.store._objects import object_id
-from treesearch.types import TreeHash
-
-if TYPE_CHECKING:
-    from treesearch.store._scan import Scanner
+from treesearch.store._objects import object_id, write_object
+from treesearch.store._stat import git_mode
 
 Entry = tuple[int, str]
 """A tree entry: (git mode, object id)."""
@@ -50,9 +49,18 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _LOOSE_MAX = 8 << 20
 _ZERO = "0" * 40
 _CACHED_TREES = 8192
+_PACK_FROM = 32
+"""A batch of at least this many new objects is written as one pack, fewer as loose objects."""
 UNSYNCED_MAX = 256
 """At most this many index entries wait for git (``Scanner.unsynced``): they ride on the
 command line of the next ``update-index`` a scan runs."""
+
+
+def objects_dir_of(git: GitRunner) -> Path:
+    """Where git writes this repository's objects: ``GIT_OBJECT_DIRECTORY`` if the store runs
+    git with one (a search worker shares the search store's objects), else ``<git dir>/objects``."""
+    env_dir = git.env.get("GIT_OBJECT_DIRECTORY")
+    return Path(env_dir) if env_dir else git.git_dir / "objects"
 
 
 class MissingObject(GitFailed):
@@ -253,9 +261,13 @@ class TooBig(Exception):
 class Trees:
     """Parsed trees by id, their comparison and new trees made from them (see the module)."""
 
-    def __init__(self, objects: ObjectReader, objects_dir: Callable[[], Path]) -> None:
+    def __init__(
+        self, objects: ObjectReader, objects_dir: Callable[[], Path], tmp_dir: Path
+    ) -> None:
         self.objects = objects
         self.objects_dir = objects_dir
+        self.tmp_dir = tmp_dir
+        """Where loose objects' temporary files go (the store's folder: swept of dead ones)."""
         self._cache: dict[str, dict[bytes, Entry]] = {}
 
     def entries(self, oid: str) -> dict[bytes, Entry]:
@@ -272,6 +284,16 @@ class Trees:
             got = parse_tree(data)
         self._keep(oid, got)
         return got
+
+    def lookup(self, tree: str, path: str) -> Entry | None:
+        """The entry of ``path`` in tree ``tree``; ``None``: not there."""
+        *folders, name = os.fsencode(path).split(b"/")
+        for part in folders:
+            entry = self.entries(tree).get(part)
+            if entry is None or entry[0] != TREE_MODE:
+                return None
+            tree = entry[1]
+        return self.entries(tree).get(name)
 
     def _keep(self, oid: str, entries: dict[bytes, Entry]) -> None:
         if len(self._cache) >= _CACHED_TREES:
@@ -291,7 +313,9 @@ class Trees:
             self._diff(a, b, b"", out, budget)
         except TooBig:
             return None
-        return out
+        # git's order: by whole path (a folder's files sort as ``name/...``, after ``name.x``).
+        pairs = sorted(zip(out[::2], out[1::2], strict=True), key=lambda r: r[1])
+        return [field for pair in pairs for field in pair]
 
     def _load(self, oid: str, budget: list[int]) -> dict[bytes, Entry]:
         if oid not in self._cache:
@@ -325,7 +349,7 @@ class Trees:
                 new = None
             if old is None and new is None:
                 continue
-            out += (_record(old, new), path)
+            out += (record(old, new), path)
 
     def _all(
         self, oid: str, prefix: bytes, out: list[bytes], budget: list[int], *, gone: bool
@@ -335,13 +359,13 @@ class Trees:
             if entry[0] == TREE_MODE:
                 self._all(entry[1], prefix + name + b"/", out, budget, gone=gone)
             else:
-                out += (_record(entry, None) if gone else _record(None, entry), prefix + name)
+                out += (record(entry, None) if gone else record(None, entry), prefix + name)
 
     # ------------------------------------------------------------------ making trees
 
     def save(self, batch: ObjectBatch) -> None:
-        """Write ``batch``'s objects where the store's git writes them (one pack)."""
-        batch.write(self.objects_dir())
+        """Write ``batch``'s objects where the store's git writes them."""
+        batch.write(self.objects_dir(), self.tmp_dir)
 
     def update(
         self, base: str, changes: Mapping[str, Entry | None], batch: ObjectBatch | None = None
@@ -354,9 +378,11 @@ class Trees:
         split: dict[bytes, Entry | None] = {os.fsencode(p): e for p, e in changes.items()}
         own = batch if batch is not None else ObjectBatch()
         made = self._update(base, split, own)
+        if made is None:
+            made = own.add("tree", b"")  # written: a commit's tree must be in the store
         if batch is None:
             self.save(own)
-        return EMPTY_TREE if made is None else made
+        return made
 
     def _update(
         self, base: str | None, changes: Mapping[bytes, Entry | None], batch: ObjectBatch
@@ -404,7 +430,7 @@ def _adds(changes: Mapping[bytes, Entry | None]) -> bool:
     return any(e is not None for e in changes.values())
 
 
-def _record(old: Entry | None, new: Entry | None) -> bytes:
+def record(old: Entry | None, new: Entry | None) -> bytes:
     """A raw record of ``diff-tree`` (without the path)."""
     om, oo = (old[0], old[1]) if old is not None else (0, _ZERO)
     nm, no = (new[0], new[1]) if new is not None else (0, _ZERO)
@@ -423,20 +449,20 @@ def _record(old: Entry | None, new: Entry | None) -> bytes:
 
 _HASH_MAX = 1 << 20
 """Files up to this size are hashed here (bigger ones: git)."""
-_NOFOLLOW = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NOFOLLOW = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def hash_files(
     root: str,
     paths: Sequence[str],
     keys: Mapping[str, tuple[int, int, int, int, int]],
-    write: Callable[[str, bytes], str],
-) -> dict[str, Entry] | None:
-    """Write the blobs of ``paths`` (files and symlinks) as they are on disk, each checked to
-    have the stat data ``keys`` (the walk's) before and after it is read; returns path ->
-    (mode, blob id), or ``None`` when one cannot be done here (too big, changed since the walk,
-    unreadable): git is asked then."""
-    out: dict[str, Entry] = {}
+    limit: int = _HASH_MAX,
+) -> dict[str, tuple[Entry, bytes]] | None:
+    """The blob of each of ``paths`` (files and symlinks) as it is on disk, each checked to have
+    the stat data ``keys`` (the walk's) before and after it is read: path -> ((mode, blob id),
+    content); or ``None`` when one cannot be done here (bigger than ``limit``, changed since
+    the walk, unreadable, not a file): git is asked then. Nothing is written."""
+    out: dict[str, tuple[Entry, bytes]] = {}
     for p in paths:
         key = keys[p]
         full = os.path.join(root, p)
@@ -444,9 +470,8 @@ def hash_files(
             if stat.S_ISLNK(key[4]):
                 data = os.fsencode(os.readlink(full))
                 st = os.lstat(full)
-                mode = 0o120000
-            elif stat.S_ISREG(key[4]) and key[2] <= _HASH_MAX:
-                fd = os.open(full, _NOFOLLOW)
+            elif stat.S_ISREG(key[4]) and key[2] <= limit:
+                fd = os.open(full, _NOFOLLOW)  # (non-blocking: a fifo put there is not waited on)
                 try:
                     if _key(os.fstat(fd)) != key:
                         return None
@@ -454,14 +479,13 @@ def hash_files(
                     st = os.fstat(fd)
                 finally:
                     os.close(fd)
-                mode = 0o100755 if key[4] & 0o100 else 0o100644
             else:
                 return None
         except OSError:
             return None
         if _key(st) != key or len(data) != key[2]:
             return None
-        out[p] = (mode, write("blob", data))
+        out[p] = ((git_mode(key[4]), object_id("blob", data)), data)
     return out
 
 
@@ -527,10 +551,10 @@ def pack_bytes(objects: Sequence[tuple[str, str, bytes]]) -> tuple[bytes, bytes,
 
 
 class ObjectBatch:
-    """Objects to write together as one pack (two files, whatever their number: a restore's
-    safety snapshot makes a dozen or two small trees and blobs, each a file of its own when
-    loose). ``add`` returns the id at once; ``write`` puts the pack in place (pack first, its
-    index last: git sees a pack only by its index, so a kill leaves no half-made object)."""
+    """Objects to write together: fewer than ``_PACK_FROM`` as loose objects (a session's step
+    makes a blob and a few trees), more as one pack (two files, whatever their number). ``add``
+    returns the id at once; ``write`` puts them in place (a pack first, its index last: git
+    sees a pack only by its index, so a kill leaves no half-made object)."""
 
     def __init__(self) -> None:
         self.objects: dict[str, tuple[str, bytes]] = {}
@@ -540,8 +564,11 @@ class ObjectBatch:
         self.objects.setdefault(oid, (kind, content))
         return oid
 
-    def write(self, objects_dir: Path) -> None:
-        if not self.objects:
+    def write(self, objects_dir: Path, tmp_dir: Path) -> None:
+        if len(self.objects) < _PACK_FROM:
+            for kind, content in self.objects.values():
+                write_object(objects_dir, kind, content, tmp_dir=tmp_dir)
+            self.objects = {}
             return
         pack, idx, name = pack_bytes([(o, k, c) for o, (k, c) in self.objects.items()])
         folder = objects_dir / "pack"
@@ -554,38 +581,11 @@ class ObjectBatch:
         self.objects = {}
 
 
-def tree_here(
-    scanner: Scanner,
-    feed: Sequence[str],
-    stale: Collection[str],
-    keys: Mapping[str, tuple[int, int, int, int, int]],
-    tree: str | None,
-) -> tuple[TreeHash, dict[str, Entry]] | None:
-    """A scan's tree made in this process, and the entries of the files hashed for it (``feed``,
-    with ``keys``, the walk's stat data; ``stale``: gone from it), or ``None`` (git is asked):
-    a few small files changed since a scan whose tree (``tree``) is known. The index entries
-    wait in ``scanner.unsynced``, as a restore's do (a process that dies first leaves an index
-    whose stat data differ from those files': the next one hashes them)."""
-    trees = scanner.restore_trees
-    if trees is None or tree is None or not (feed or stale):
-        return None
-    if len(scanner.unsynced.keys() | set(stale) | set(feed)) > UNSYNCED_MAX:
-        return None
-    batch = ObjectBatch()  # one pack for all: two files, not one per object
-    made = hash_files(str(scanner.workspace), feed, keys, batch.add)
-    if made is None:
-        return None
-    entries: dict[str, Entry | None] = {**dict.fromkeys(stale), **made}
-    try:
-        new = TreeHash(trees.update(tree, entries, batch))
-    except ValueError:
-        return None
-    trees.save(batch)
-    scanner.unsynced.update(entries)
-    return new, made
-
-
-def store_trees(git: GitRunner, objects_dir: Callable[[], Path]) -> Trees:
+def store_trees(git: GitRunner, tmp_dir: Path) -> Trees:
     """The object reader and tree cache of one store: objects go to (and are read first from)
-    ``objects_dir()``."""
-    return Trees(ObjectReader(git, objects_dir), objects_dir)
+    where its git writes them (``objects_dir_of``); ``tmp_dir``: the store's folder."""
+
+    def objects_dir() -> Path:
+        return objects_dir_of(git)
+
+    return Trees(ObjectReader(git, objects_dir), objects_dir, tmp_dir)

@@ -56,7 +56,6 @@ from treesearch.store._restore import Restorer
 from treesearch.store._retention import GcPolicy
 from treesearch.store._scan import Scan, Scanner
 from treesearch.store._scan_edit import diff_in_process, tell_index
-from treesearch.store._trees import store_trees
 from treesearch.store.values import CaptureStats, Diff, RestoreResult, Snapshot
 
 # splitIndex.sharedIndexExpire = now: a new shared index (written when a fifth of the entries
@@ -194,10 +193,7 @@ class ShadowStore:
             lambda scan: self._capture_locked("safety", None, None, scan=scan),
         )
         self._restorer.known_diff = self._diffs.known_raw
-        # One long-lived cat-file and a cache of parsed trees: a restore's plan, contents and
-        # safety snapshot need no git process of their own (``_trees.py``).
-        self._trees = store_trees(self._git, lambda: self._catalogue.objects_dir)
-        self._scanner.restore_trees = self._restorer.trees = self._trees
+        self._restorer.trees = self._scanner.trees  # plan and contents without git (``_trees``)
         self.recovered: str | None = None
         """What ``recover()`` did on open, if an interrupted restore was found (else ``None``)."""
         self.fixed_dates = False
@@ -319,7 +315,6 @@ class ShadowStore:
     def close(self) -> None:
         """Release resources (the store holds no lock between operations)."""
         self._scanner.close()
-        self._trees.objects.close()
         if self._lock_fd is not None and self._lock_depth == 0:
             os.close(self._lock_fd)
             self._lock_fd = None

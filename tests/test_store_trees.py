@@ -321,7 +321,10 @@ def test_a_big_restore_after_a_small_one_keeps_the_index_right_regression_entry_
     store.restore(base.commit)
     store.restore(small.commit)  # one entry: left for later
     store.restore(big.commit)  # 71 entries: told to git now
-    (ws / "d1" / "f0.txt").write_text("an edit: git runs\n")
+    (ws / "d1" / "f0.txt").write_text("an edit\n")
+    for n in range(140):  # too many for the in-process scan: git runs, with what waits
+        (ws / "e" / f"{n}.txt").parent.mkdir(exist_ok=True)
+        (ws / "e" / f"{n}.txt").write_text(f"{n}\n")
     after = store.capture()
     assert tree_digest(_materialized(store, after.commit, tmp_path / "after")) == tree_digest(ws)
     store.close()

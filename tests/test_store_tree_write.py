@@ -452,3 +452,34 @@ def test_diffs_with_a_gitattributes_on_the_path_are_git_s(tmp_path: Path, watch_
         assert store.diffs([(first.commit, second.commit)])[0].files == diff.files
     finally:
         store.close()
+
+
+def test_a_folder_replaced_by_a_file_captured_in_the_process_gives_git_s_diff_records_regression(
+    tmp_path: Path, watch_mode: bool
+) -> None:
+    """A capture that replaces a folder by a symlink (and a file by a folder) is made in the
+    process; the raw records it keeps for later diffs and restores must be ``diff-tree``'s
+    (the folder's files deleted, the link added), not a type change of the folder itself (a
+    restore back then refused: "the file or symlink in the way is not captured")."""
+    ws = tmp_path / "ws"
+    (ws / "d" / "sub").mkdir(parents=True)
+    (ws / "d" / "sub" / "x.txt").write_text("x\n")
+    (ws / "f").write_text("a file\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    try:
+        first = store.capture()
+        (ws / "d" / "sub" / "x.txt").unlink()
+        (ws / "d" / "sub").rmdir()
+        (ws / "d").rmdir()
+        (ws / "d").symlink_to("elsewhere")
+        (ws / "f").unlink()
+        (ws / "f").mkdir()
+        (ws / "f" / "y.txt").write_text("y\n")
+        second = store.capture()
+        git_raw = store._git.run(["diff-tree", "-r", "-z", "--no-renames", first.tree, second.tree])
+        assert store._diffs.known_raw(first.tree, second.tree) == git_raw.split(b"\0")[:-1]
+        store.restore(first.commit)
+        assert (ws / "d" / "sub" / "x.txt").read_text() == "x\n"
+        assert (ws / "f").read_text() == "a file\n"
+    finally:
+        store.close()

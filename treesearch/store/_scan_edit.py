@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from treesearch.store._numstat import numstat
 from treesearch.store._scan_known import index_entry_args
-from treesearch.store._trees import ObjectBatch, Trees, hash_files, record
+from treesearch.store._trees import ObjectBatch, Trees, hash_files
 from treesearch.store._walk import SIZE, WalkResult
 from treesearch.types import TreeHash
 
@@ -81,8 +81,12 @@ def write_in_process(
     if made is None:
         return None
     new_tree, entries, hashed, data = made
+    # (The trees on the way were just read or made: cached. A folder replaced by a file gives
+    # git's records: its files deleted, the file added.)
+    raw = trees.diff(tree, new_tree, max_reads=64)
+    if raw is None:
+        return None
     scanner.unsynced.update(entries)
-    raw = edit_records(trees, tree, entries)
     attributes = _attributes_apply(trees, tree, lambda d: w.dir_names.get(d, ()), scanner.unsynced)
 
     def counts() -> list[bytes] | None:
@@ -217,17 +221,6 @@ def write_changes(
         return None
     trees.save(batch)
     return new, changes, ids, contents
-
-
-def edit_records(reader: Trees, base: str, changes: Mapping[str, Change]) -> list[bytes]:
-    """``diff-tree -r -z --raw`` of ``base`` and ``base`` with ``changes`` made, split at NUL
-    (head, path, head, path...; paths in git's order, unchanged ones left out)."""
-    out: list[bytes] = []
-    for path in sorted(changes, key=os.fsencode):
-        old, new = reader.lookup(base, path), changes[path]
-        if old != new:
-            out += [record(old, new), os.fsencode(path)]
-    return out
 
 
 def blob_id_of(root: Path, rel: str, key: Key, limit: int) -> str | None:

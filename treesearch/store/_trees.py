@@ -349,7 +349,7 @@ class Trees:
                 new = None
             if old is None and new is None:
                 continue
-            out += (record(old, new), path)
+            out += (_record(old, new), path)
 
     def _all(
         self, oid: str, prefix: bytes, out: list[bytes], budget: list[int], *, gone: bool
@@ -359,7 +359,7 @@ class Trees:
             if entry[0] == TREE_MODE:
                 self._all(entry[1], prefix + name + b"/", out, budget, gone=gone)
             else:
-                out += (record(entry, None) if gone else record(None, entry), prefix + name)
+                out += (_record(entry, None) if gone else _record(None, entry), prefix + name)
 
     # ------------------------------------------------------------------ making trees
 
@@ -430,7 +430,7 @@ def _adds(changes: Mapping[bytes, Entry | None]) -> bool:
     return any(e is not None for e in changes.values())
 
 
-def record(old: Entry | None, new: Entry | None) -> bytes:
+def _record(old: Entry | None, new: Entry | None) -> bytes:
     """A raw record of ``diff-tree`` (without the path)."""
     om, oo = (old[0], old[1]) if old is not None else (0, _ZERO)
     nm, no = (new[0], new[1]) if new is not None else (0, _ZERO)

@@ -23,10 +23,10 @@ from treesearch.errors import RecoveryError, RestoreError
 from treesearch.store._catalogue import Catalogue
 from treesearch.store._errors import describe, one_line
 from treesearch.store._fs import SafeTree, UnsafePathError, atomic_write
-from treesearch.store._git import BlobReader, GitFailed, GitRunner
+from treesearch.store._git import GitFailed, GitRunner
 from treesearch.store._restore_check import checked_scan
 from treesearch.store._scan import Scan, Scanner
-from treesearch.store._trees import ObjectReader, Trees
+from treesearch.store._trees import Trees
 from treesearch.store._walk import MODE, WalkResult, default_mode
 from treesearch.store.values import RestoreResult, Snapshot
 from treesearch.types import TreeHash
@@ -75,9 +75,9 @@ class Restorer:
         self.catalogue = catalogue
         self.safety = safety
         """Records a safety snapshot of a scan."""
-        self.trees: Trees | None = None
-        """Parsed trees and the store's long-lived ``cat-file`` (``_trees.py``): a restore
-        compares the trees and reads the contents with no git process of its own."""
+        self.trees: Trees = scanner.trees
+        """Parsed trees and the store's one object reader (``_trees.py``): a restore compares
+        the trees and reads the contents with no git process of its own."""
         self.known_diff: Callable[[TreeHash, TreeHash], list[bytes] | None] = lambda a, b: None
         """The raw ``diff-tree`` records of two trees if the store has them already (``Diffs``):
         a restore to a tree the store just diffed with the workspace's runs no ``diff-tree``."""
@@ -187,7 +187,7 @@ class Restorer:
     def _plan_content(self, plan: Plan, tree: TreeHash, target: Snapshot) -> None:
         """The files whose content, type or exec bit differ between ``tree`` and ``target``."""
         fields = self.known_diff(tree, target.tree)
-        if fields is None and self.trees is not None:
+        if fields is None:
             fields = self.trees.diff(tree, target.tree)
         if fields is None:
             out = self.run(["diff-tree", "-r", "-z", "--no-renames", tree, target.tree])
@@ -251,8 +251,8 @@ class Restorer:
 
     def execute(self, plan: Plan, token: str, root: Path | None = None) -> list[str]:
         """Carry out ``plan``; returns the folders actually pruned."""
-        reader = BlobReader(self.git) if self.trees is None else self.trees.objects
-        with SafeTree(str(root or self.workspace)) as tree, _closing(reader) as blobs:
+        blobs = self.trees.objects  # (the store's: stays open)
+        with SafeTree(str(root or self.workspace)) as tree:
             for path in plan.deletes:
                 tree.unlink(path)
             pruned = [d for d in plan.prune if tree.rmdir(d)]
@@ -425,13 +425,6 @@ def _below_fresh(
         if verdict[d]:
             return True
     return False
-
-
-def _closing(
-    reader: BlobReader | ObjectReader,
-) -> contextlib.AbstractContextManager[BlobReader | ObjectReader]:
-    """A ``BlobReader`` made for one restore is closed after it; the store's own reader stays."""
-    return reader if isinstance(reader, BlobReader) else contextlib.nullcontext(reader)
 
 
 def _parent_dirs(paths: Iterable[str]) -> set[str]:

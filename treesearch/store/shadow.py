@@ -193,7 +193,6 @@ class ShadowStore:
             lambda scan: self._capture_locked("safety", None, None, scan=scan),
         )
         self._restorer.known_diff = self._diffs.known_raw
-        self._restorer.trees = self._scanner.trees  # plan and contents without git (``_trees``)
         self.recovered: str | None = None
         """What ``recover()`` did on open, if an interrupted restore was found (else ``None``)."""
         self.fixed_dates = False

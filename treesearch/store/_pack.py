@@ -31,7 +31,8 @@ so that a repack (several git processes, a few fsyncs) is paid once per few capt
 FRACTION = 0.02
 """Pack when loose files take more than this fraction of the packs' bytes on disk."""
 MAX_PACKS = 16
-"""Pack when there are more packs than this (each restore's safety snapshot may add one)."""
+"""Pack when there are more packs than this (each scan that writes many objects in the process
+adds one)."""
 _HEX2 = frozenset(f"{i:02x}" for i in range(256))
 
 Run = Callable[..., bytes]
@@ -46,7 +47,8 @@ class Loose:
     loose_bytes: int
     pack_bytes: int
     packs: int = 0
-    """Packs (a restore's safety snapshot writes a small one: ``_trees.ObjectBatch``)."""
+    """Packs (a scan that writes many objects in the process writes a small one:
+    ``_trees.ObjectBatch``)."""
 
 
 class Packer:
@@ -88,7 +90,7 @@ class Packer:
 
     def due(self, state: Loose) -> bool:
         if state.packs > MAX_PACKS:
-            return True  # small packs of restores: rolled together (``--geometric``)
+            return True  # small packs of scans: rolled together (``--geometric``)
         return state.loose_bytes >= max(self.floor, self.fraction * state.pack_bytes)
 
     def maybe_pack(self) -> bool:

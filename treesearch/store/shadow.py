@@ -394,8 +394,10 @@ class ShadowStore:
         return held
 
     def _reclaim_stale_locks(self) -> None:
-        # We hold the flock and every git process of ours inherits it, so no live owner exists.
-        for lock in (self.path / "index.lock", self.git_dir / "packed-refs.lock"):
+        # We hold the flock and every git process of ours inherits it, so no live owner exists
+        # (``packed-refs.new``: pack-refs' temporary file, which a kill leaves like its lock).
+        refs = self.git_dir / "packed-refs"
+        for lock in (self.path / "index.lock", refs.with_suffix(".lock"), refs.with_suffix(".new")):
             with contextlib.suppress(FileNotFoundError):
                 lock.unlink()
 

@@ -56,7 +56,7 @@ def _git_numstat(
             env=isolated_env(),
         )
     git = GitRunner(git_dir, tmp_path, tmp_path / "index")
-    trees = store_trees(git, tmp_path)
+    trees = store_trees(git)
     try:
         sides: list[dict[str, tuple[int, str]]] = [{}, {}]
         for p, pair in pairs.items():

@@ -31,8 +31,7 @@ so that a repack (several git processes, a few fsyncs) is paid once per few capt
 FRACTION = 0.02
 """Pack when loose files take more than this fraction of the packs' bytes on disk."""
 MAX_PACKS = 16
-"""Pack when there are more packs than this (each scan that writes many objects in the process
-adds one)."""
+"""Pack when there are more packs than this (each scan made in the process adds one)."""
 _HEX2 = frozenset(f"{i:02x}" for i in range(256))
 
 Run = Callable[..., bytes]
@@ -47,8 +46,7 @@ class Loose:
     loose_bytes: int
     pack_bytes: int
     packs: int = 0
-    """Packs (a scan that writes many objects in the process writes a small one:
-    ``_trees.ObjectBatch``)."""
+    """Packs (a scan made in the process writes a small one: ``_trees.ObjectBatch``)."""
 
 
 class Packer:

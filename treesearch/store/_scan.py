@@ -132,7 +132,7 @@ class Scanner:
         """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
         self.recheck = Recheck()
         """Without a watcher: what the next walk must list again (``_recheck.py``)."""
-        self.trees = store_trees(git, store)
+        self.trees = store_trees(git)
         """The store's one object reader and tree cache (``_trees.py``): a small scan's blobs
         and trees are written without git (``_scan_edit.py``); a restore reads through it."""
 

@@ -786,8 +786,9 @@ def test_live_lock_is_waited_for_then_times_out_with_clear_error(
 
 
 WORKER = """
-import sys, random
+import sys, random, time
 from pathlib import Path
+from treesearch.errors import WorkspaceBusy
 from treesearch.store import ShadowStore
 ws, home, who = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 rng = random.Random(who)
@@ -797,7 +798,14 @@ for i in range(15):
     (ws / f"{who}.txt").write_text(f"{who} {i}\\n")
     mine.append(s.capture(label=f"{who}-{i}").commit)
     if i % 3 == 2:
-        s.restore(rng.choice(mine))
+        for _ in range(200):  # the other's restore holds the workspace: refused at once, by design
+            try:
+                s.restore(rng.choice(mine))
+                break
+            except WorkspaceBusy:
+                time.sleep(0.05)
+        else:
+            raise SystemExit("the workspace stayed busy for 10 s")
 print("ok")
 """
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from treesearch.store import _git
 from treesearch.store._git import GitRunner, isolated_env
 from treesearch.store._numstat import _myers_cost, numstat, records
-from treesearch.store._tree_write import TreeWriter
+from treesearch.store._objects import write_object
+from treesearch.store._trees import EMPTY_TREE, store_trees
 
 POOL = [b"\n", b"}\n", b"    return x\n", b"pass\n", b"x = 1\n", b"# note\n", b"end"]
 
@@ -55,17 +56,18 @@ def _git_numstat(
             env=isolated_env(),
         )
     git = GitRunner(git_dir, tmp_path, tmp_path / "index")
-    writer = TreeWriter(git, tmp_path)
+    trees = store_trees(git)
     try:
         sides: list[dict[str, tuple[int, str]]] = [{}, {}]
         for p, pair in pairs.items():
             for i, data in enumerate(pair):
                 if data is not None:  # (b"": an empty file, which exists)
-                    sides[i][p] = (0o100644, writer.blob(data))
-        ta, tb = writer.edit(None, sides[0]), writer.edit(None, sides[1])
+                    blob = write_object(trees.objects_dir(), "blob", data, tmp_dir=tmp_path)
+                    sides[i][p] = (0o100644, blob)
+        ta, tb = trees.update(EMPTY_TREE, sides[0]), trees.update(EMPTY_TREE, sides[1])
         out = git.run(["diff-tree", "-r", "-z", "--no-renames", "--numstat", ta, tb])
     finally:
-        writer.close()
+        trees.objects.close()
     want = {}
     for f in out.split(b"\0"):
         if f:

@@ -1,4 +1,4 @@
-"""A small capture writes its blobs and trees in the process (``store/_tree_write.py``,
+"""A small capture writes its blobs and trees in the process (``store/_trees.py``,
 ``store/_scan_edit.py``): the trees must be git's own, byte for byte, the store must stay whole
 (``git fsck``), a search worker's objects must be the controller's, and a small capture of a
 session must start no git process at all (what makes it cheap; a test so that it stays so)."""
@@ -19,7 +19,8 @@ from treesearch.session import TransactionalSession
 from treesearch.store import ShadowStore, _git
 from treesearch.store._diffs import parse_diff
 from treesearch.store._git import GitRunner, isolated_env
-from treesearch.store._tree_write import EMPTY_TREE, TreeWriter, Unsupported
+from treesearch.store._objects import write_object
+from treesearch.store._trees import EMPTY_TREE, Trees, store_trees
 from treesearch.store.values import Diff, TreeHash
 from treesearch.store.workers import adopt, open_worker_store, worker_view
 
@@ -57,6 +58,10 @@ def _plain_repo(tmp_path: Path) -> GitRunner:
     return GitRunner(git_dir, tmp_path, tmp_path / "plain-index")
 
 
+def _blob(trees: Trees, data: bytes) -> str:
+    return write_object(trees.objects_dir(), "blob", data, tmp_dir=trees.objects_dir().parent)
+
+
 def _random_path(rng: random.Random) -> str:
     depth = rng.choice([1, 1, 2, 2, 3])
     return "/".join(rng.choice(NAMES) for _ in range(depth))
@@ -67,15 +72,15 @@ def _random_path(rng: random.Random) -> str:
 
 def test_tree_writer_edits_give_git_write_tree_s_bytes_on_random_edits(tmp_path: Path) -> None:
     """Random entries (names that sort differently with git's ``/`` rule, modes 100644, 100755
-    and 120000) put into an index with ``update-index --cacheinfo`` and removed with
-    ``--force-remove``; after each round, ``write-tree``'s id is the writer's, and every tree it
-    wrote is the object git has."""
+    and 120000; files replacing folders and the other way round) put into an index with
+    ``update-index --cacheinfo``; after each round, ``write-tree``'s id is
+    ``Trees.update``'s, and every tree it wrote is the object git has."""
     git = _plain_repo(tmp_path)
-    writer = TreeWriter(git, tmp_path)
+    trees = store_trees(git)
     rng = random.Random(1301)
-    blobs = [writer.blob(f"content {i}\n".encode()) for i in range(6)]
+    blobs = [_blob(trees, f"content {i}\n".encode()) for i in range(6)]
     files: dict[str, tuple[int, str]] = {}
-    base: str | None = None
+    base = EMPTY_TREE
     checked = 0
     try:
         for _round in range(200):
@@ -96,8 +101,8 @@ def test_tree_writer_edits_give_git_write_tree_s_bytes_on_random_edits(tmp_path:
             if _conflicts(after):
                 continue  # a file and a folder of one name: not a state an index can hold
             try:
-                tree = writer.edit(base, changes)
-            except Unsupported:
+                tree = trees.update(base, changes)
+            except ValueError:
                 # Only when the edit has a file and a folder of one name (git's --replace).
                 assert _conflicts({**files, **{p: e for p, e in changes.items() if e}})
                 continue
@@ -116,7 +121,7 @@ def test_tree_writer_edits_give_git_write_tree_s_bytes_on_random_edits(tmp_path:
         assert checked >= 60
         git.run(["fsck", "--no-progress", "--no-dangling"])
     finally:
-        writer.close()
+        trees.objects.close()
 
 
 def _conflicts(files: Mapping[str, object]) -> bool:
@@ -127,40 +132,42 @@ def _conflicts(files: Mapping[str, object]) -> bool:
 
 def test_tree_writer_removing_every_file_gives_git_s_empty_tree(tmp_path: Path) -> None:
     git = _plain_repo(tmp_path)
-    writer = TreeWriter(git, tmp_path)
+    trees = store_trees(git)
     try:
-        blob = writer.blob(b"x\n")
-        tree = writer.edit(None, {"d/e/f": (0o100644, blob), "g": (0o100755, blob)})
-        assert writer.edit(tree, {"d/e/f": None, "g": None}) == EMPTY_TREE
-        folder_gone = writer.edit(tree, {"d/e/f": None})
+        blob = _blob(trees, b"x\n")
+        tree = trees.update(EMPTY_TREE, {"d/e/f": (0o100644, blob), "g": (0o100755, blob)})
+        assert trees.update(tree, {"d/e/f": None, "g": None}) == EMPTY_TREE
+        folder_gone = trees.update(tree, {"d/e/f": None})
         assert git.run(["ls-tree", "-r", "--name-only", folder_gone]) == b"g\n"
-        git.run(["cat-file", "-e", EMPTY_TREE])
+        # Written (git knows the empty tree without it, but a snapshot's commit may name it).
+        present = git.run(["cat-file", "--batch-check", "--batch-all-objects"]).decode()
+        assert EMPTY_TREE in present
     finally:
-        writer.close()
+        trees.objects.close()
 
 
 def test_tree_reader_finds_a_tree_packed_after_its_cat_file_started(tmp_path: Path) -> None:
     """A tree another process wrote and packed after the reader's ``cat-file`` started is found
     (restarted once on a miss), and a tree that is nowhere is an error, not an empty tree."""
     git = _plain_repo(tmp_path)
-    writer = TreeWriter(git, tmp_path)
+    trees = store_trees(git)
     try:
-        blob = writer.blob(b"x\n")
-        first = writer.edit(None, {"a": (0o100644, blob)})
+        blob = _blob(trees, b"x\n")
+        first = trees.update(EMPTY_TREE, {"a": (0o100644, blob)})
         _pack_only(git, first)  # now only in a pack: read through cat-file
-        writer.reader.cache.clear()
-        assert writer.reader.entries(first)[b"a"] == (0o100644, blob)
-        assert writer.reader.started == 1
+        trees._cache.clear()
+        assert trees.entries(first)[b"a"] == (0o100644, blob)
+        assert trees.objects.started == 1
         git.run(["read-tree", "--empty"])
         git.run(["update-index", "--add", "--cacheinfo", f"100644,{blob},later"])
         later = git.run(["write-tree"]).decode().strip()
         _pack_only(git, later)
         assert not (git.git_dir / "objects" / later[:2] / later[2:]).exists()
-        assert set(writer.reader.entries(later)) == {b"later"}
-        with pytest.raises(_git.GitFailed, match="missing"):
-            writer.reader.entries("1" * 40)
+        assert set(trees.entries(later)) == {b"later"}
+        with pytest.raises(_git.GitFailed, match="not in the store"):
+            trees.entries("1" * 40)
     finally:
-        writer.close()
+        trees.objects.close()
 
 
 def _pack_only(git: GitRunner, tree: str) -> None:
@@ -444,5 +451,36 @@ def test_diffs_with_a_gitattributes_on_the_path_are_git_s(tmp_path: Path, watch_
         assert diff.files == _git_diff(store, first.tree, second.tree).files
         store._diffs.cache.clear()
         assert store.diffs([(first.commit, second.commit)])[0].files == diff.files
+    finally:
+        store.close()
+
+
+def test_a_folder_replaced_by_a_file_captured_in_the_process_gives_git_s_diff_records_regression(
+    tmp_path: Path, watch_mode: bool
+) -> None:
+    """A capture that replaces a folder by a symlink (and a file by a folder) is made in the
+    process; the raw records it keeps for later diffs and restores must be ``diff-tree``'s
+    (the folder's files deleted, the link added), not a type change of the folder itself (a
+    restore back then refused: "the file or symlink in the way is not captured")."""
+    ws = tmp_path / "ws"
+    (ws / "d" / "sub").mkdir(parents=True)
+    (ws / "d" / "sub" / "x.txt").write_text("x\n")
+    (ws / "f").write_text("a file\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    try:
+        first = store.capture()
+        (ws / "d" / "sub" / "x.txt").unlink()
+        (ws / "d" / "sub").rmdir()
+        (ws / "d").rmdir()
+        (ws / "d").symlink_to("elsewhere")
+        (ws / "f").unlink()
+        (ws / "f").mkdir()
+        (ws / "f" / "y.txt").write_text("y\n")
+        second = store.capture()
+        git_raw = store._git.run(["diff-tree", "-r", "-z", "--no-renames", first.tree, second.tree])
+        assert store._diffs.known_raw(first.tree, second.tree) == git_raw.split(b"\0")[:-1]
+        store.restore(first.commit)
+        assert (ws / "d" / "sub" / "x.txt").read_text() == "x\n"
+        assert (ws / "f").read_text() == "a file\n"
     finally:
         store.close()

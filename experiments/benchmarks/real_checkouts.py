@@ -35,6 +35,7 @@ import contextlib
 import json
 import os
 import random
+import resource
 import shutil
 import stat
 import statistics
@@ -80,10 +81,23 @@ def walk(root: str, ignored: frozenset[str] = frozenset()) -> int:
     return n
 
 
-def timed(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its waited-for children (git), user + system."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed(fn: Callable[[], object], cpu: list[float] | None = None) -> float:
+    """Wall seconds of ``fn()``; its CPU seconds are appended to ``cpu``."""
+    c0, t0 = cpu_seconds(), time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    if cpu is not None:
+        cpu.append(cpu_seconds() - c0)
+    return wall
 
 
 def median(xs: Sequence[float]) -> float:
@@ -170,6 +184,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     from treesearch.store import ShadowStore
 
     group, reps, base = spec["group"], spec["reps"], Path(spec["scratch"])
+    cpu: dict[str, list[float]] = {"walk": [], "capture": [], "restore": []}
     ignored = frozenset(spec.get("ignored", ()))
     out: dict[str, Any] = {"treesearch": str(Path(treesearch.__file__).parent)}
     os.umask(0o002 if group == "disk002" else 0o022)
@@ -187,21 +202,24 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         walks: list[float] = []
 
         def with_walk(op: Callable[[], float]) -> float:
-            walks.append(timed(lambda: walk(str(ws), ignored)))
+            walks.append(timed(lambda: walk(str(ws), ignored), cpu["walk"]))
             return op()
 
         if group in ("watch", "nowatch", "folders"):
             walk(str(ws), ignored)
             store.capture()  # warm-up
-            out["capture"] = median([with_walk(lambda: timed(store.capture)) for _ in range(reps)])
+            out["capture"] = median(
+                [with_walk(lambda: timed(store.capture, cpu["capture"])) for _ in range(reps)]
+            )
         if group in ("watch", "nowatch"):
             mut = Mutator(spec["candidates"], SEED)
 
             def restore() -> float:
                 mut.five(ws)
-                return timed(lambda: store.restore(first.commit))
+                return timed(lambda: store.restore(first.commit), cpu["restore"])
 
             restore()  # warm-up
+            cpu["restore"].clear()
             out["restore"] = median([with_walk(restore) for _ in range(reps)])
             if store.capture().tree != first.tree:
                 raise RuntimeError("the workspace is not back at the first snapshot")
@@ -216,6 +234,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             out["walk"] = median([timed(lambda: walk(str(ws), ignored)) for _ in range(reps)])
         else:
             out["walk"] = median(walks)
+        out.update({f"{k}_cpu": median(v) for k, v in cpu.items() if v})
     finally:
         store.close()
     return out
@@ -250,12 +269,13 @@ def plain_git(
     base = capture()
     walks: list[float] = []
     caps, restores = [], []
+    cpu: dict[str, list[float]] = {"walk": [], "capture": [], "restore": []}
     mut = Mutator(candidates, SEED)
     for i in range(reps + 1):  # the first of each is the warm-up
-        w = timed(lambda: walk(str(ws), frozenset(ignored)))
-        c = timed(capture)
+        w = timed(lambda: walk(str(ws), frozenset(ignored)), cpu["walk"])
+        c = timed(capture, cpu["capture"])
         added = mut.five(ws)
-        r = timed(lambda: git(["read-tree", "--reset", "-u", base], env, ws))
+        r = timed(lambda: git(["read-tree", "--reset", "-u", base], env, ws), cpu["restore"])
         (ws / added).unlink()  # read-tree leaves the untracked new file; ours removes it
         if i:
             walks.append(w)
@@ -264,7 +284,9 @@ def plain_git(
     if capture() != base:
         raise RuntimeError("git read-tree did not bring the workspace back")
     shutil.rmtree(scratch)
-    return {"walk": median(walks), "capture": median(caps), "restore": median(restores)}
+    out = {"walk": median(walks), "capture": median(caps), "restore": median(restores)}
+    out.update({f"{k}_cpu": median(v[1:]) for k, v in cpu.items()})
+    return out
 
 
 def ignored_and_candidates(ws: Path, scratch: Path) -> tuple[list[str], list[str]]:
@@ -349,7 +371,7 @@ def measure(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
         log(f"[{name}] {n_files} files, {n_dirs} folders; plain git ...")
         row: dict[str, Any] = {"files": n_files, "dirs": n_dirs}
         row["git"] = plain_git(src, base / "git", candidates, ignored, args.reps)
-        for group in GROUPS:
+        for group in args.groups:
             for label, path in zip(labels, paths, strict=True):
                 log(f"[{name}] {group}: {label} ...")
                 spec = {"group": group, "reps": args.reps, "src": str(src), "name": name,
@@ -384,7 +406,12 @@ def ratio(d: dict[str, Any], key: str) -> float | None:
 
 def cell(d: dict[str, Any], key: str) -> str:
     r = ratio(d, key)
-    return "error" if "error" in d else f"{r:.2f}x ({d[key] * 1000:.1f} ms)" if r else "-"
+    if "error" in d or not r:
+        return "error" if "error" in d else "-"
+    text = f"{r:.2f}x ({d[key] * 1000:.1f} ms)"
+    if d.get(f"{key}_cpu") is not None and d.get("walk_cpu"):
+        text += f" cpu {d[f'{key}_cpu'] / d['walk_cpu']:.2f}x"
+    return text
 
 
 def disk_cell(d: dict[str, Any]) -> str:
@@ -430,6 +457,8 @@ def report(res: dict[str, Any]) -> str:
             ref = cell(g, key) if group == "nowatch" else ""
             rows.append([text, ref, *(cell(row[lb][group], key) for lb in labels)])
         for umask in ("022", "002"):
+            if f"disk{umask}" not in row[labels[0]]:
+                continue  # not measured (--groups)
             rows.append([f"disk, 20 snapshots / 1, umask {umask}", "",
                          *(disk_cell(row[lb][f"disk{umask}"]) for lb in labels)])  # fmt: skip
             rows.append([f"capture of 2 changed files, umask {umask}", "",
@@ -473,7 +502,9 @@ def folder_targets(
         yield check(f"restore, watcher {text} <= git read-tree -u (x walk)",
                     ratio(d, "restore"), ratio(g, "restore"))  # fmt: skip
     for umask in ("022", "002"):
-        d = v[f"disk{umask}"]
+        d = v.get(f"disk{umask}")
+        if d is None:
+            continue
         r = None if "error" in d else d["disk_after"] / d["disk_first"]
         yield check(f"disk of 21 snapshots / 1 at umask {umask} <= 1.05", r, 1.05)
 
@@ -509,9 +540,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="folder counts of the watcher scaling trees ('' for none)")  # fmt: skip
     p.add_argument("--fetch", type=Path, metavar="DIR", help=f"download+unpack {' '.join(SDISTS)}")
     p.add_argument("--tmp", type=Path, help="scratch parent folder (default: system temp)")
+    p.add_argument("--groups", default=",".join(GROUPS),
+                   help=f"measurement groups, of {','.join(GROUPS)} (default: all)")  # fmt: skip
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.folder_counts = [int(x) for x in args.folder_counts.split(",") if x.strip()]
+    args.groups = [g for g in args.groups.split(",") if g.strip()]
+    if not set(args.groups) <= set(GROUPS) or not {"watch", "nowatch"} <= set(args.groups):
+        p.error(f"--groups: watch and nowatch, and any of {', '.join(GROUPS)}")
     for path in args.treesearch_path:
         if not (Path(path) / "treesearch" / "__init__.py").is_file():
             p.error(f"--treesearch-path {path}: no treesearch/__init__.py there")

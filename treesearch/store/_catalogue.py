@@ -22,9 +22,10 @@ from typing import Any
 
 from treesearch.errors import CaptureError, RefError
 from treesearch.store._fs import atomic_write
-from treesearch.store._git import BlobReader, GitFailed, GitRunner, blob_oid, fixed_commit_date
+from treesearch.store._git import GitFailed, GitRunner, blob_oid, fixed_commit_date
 from treesearch.store._objects import commit_content, write_object
 from treesearch.store._retention import GcPolicy, named_for_drop, plan_gc, pressure_order
+from treesearch.store._trees import ObjectReader
 from treesearch.store._walk import default_mode
 from treesearch.store.values import CaptureStats, Skipped, Snapshot
 from treesearch.types import CommitId, TreeHash
@@ -94,8 +95,10 @@ class State:
 class Catalogue:
     """The snapshots of one store and its state file."""
 
-    def __init__(self, store: Path, git: GitRunner, run: Run) -> None:
+    def __init__(self, store: Path, git: GitRunner, run: Run, objects: ObjectReader) -> None:
         self.store = store
+        self.objects = objects
+        """The store's one object reader (``_trees.py``): metadata blobs are read through it."""
         self.git_dir = store / "git"
         self.objects_dir = self.git_dir / "objects"
         """Where objects written without a git process go (a search worker's store points it
@@ -156,11 +159,10 @@ class Catalogue:
         todo = [o for o in oids if o not in self._blobs]
         if not todo:
             return
-        with BlobReader(self.git) as reader:
-            for oid in todo:
-                data = json.loads(reader.read(oid))
-                modes = {k: int(v) for k, v in data.get("modes", {}).items()}
-                self._blobs[oid] = (modes, tuple(data.get("empty_dirs", ())))
+        for oid in todo:
+            data = json.loads(self.objects.read(oid))
+            modes = {k: int(v) for k, v in data.get("modes", {}).items()}
+            self._blobs[oid] = (modes, tuple(data.get("empty_dirs", ())))
 
     def _snapshot(self, commit: str, tree: str, data: dict[str, Any]) -> Snapshot:
         oid = data.get("fsmeta")

@@ -13,7 +13,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -128,91 +127,6 @@ class GitRunner:
 def blob_oid(data: bytes) -> str:
     """git's id of a blob holding ``data`` (SHA-1 of ``blob <size>\\0`` + data)."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-class BlobReader:
-    """Reads blobs: loose objects directly (zlib, id checked), others through one long-lived
-    ``git cat-file --batch``, started only when first needed."""
-
-    _LOOSE_MAX = 8 << 20
-
-    def __init__(self, git: GitRunner) -> None:
-        self._git = git
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    def read_to(self, oid: str, sink: BinarySink) -> int:
-        """Stream blob ``oid`` into ``sink`` (has ``write``); return its size."""
-        data = self._loose(oid)
-        if data is not None:
-            sink.write(data)
-            return len(data)
-        if self._proc is None:
-            self._proc = self._git.popen(["cat-file", "--batch"], stdin=subprocess.PIPE)
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._proc.stdin.write(oid.encode() + b"\n")
-        self._proc.stdin.flush()
-        header = self._proc.stdout.readline()
-        parts = header.split()
-        if len(parts) != 3 or parts[1] != b"blob":
-            raise GitFailed(["cat-file", "--batch", oid], 1, header)
-        size = int(parts[2])
-        left = size
-        out = self._proc.stdout
-        while left:
-            chunk = out.read(min(left, 1 << 20))
-            if not chunk:
-                raise GitFailed(["cat-file", "--batch", oid], 1, b"short read")
-            sink.write(chunk)
-            left -= len(chunk)
-        out.read(1)  # the LF after the content
-        return size
-
-    def _loose(self, oid: str) -> bytes | None:
-        """The blob from its loose object file, or ``None`` (packed, large, or not a clean
-        blob: git then reads it, and reports any damage)."""
-        path = os.path.join(self._git.git_dir, "objects", oid[:2], oid[2:])
-        try:
-            with open(path, "rb") as fh:
-                raw = fh.read(self._LOOSE_MAX + 1)
-        except OSError:
-            return None
-        if len(raw) > self._LOOSE_MAX:
-            return None
-        try:
-            full = zlib.decompress(raw)
-        except zlib.error:
-            return None
-        head, sep, data = full.partition(b"\0")
-        if not sep or head != b"blob %d" % len(data):
-            return None
-        if blob_oid(data) != oid:
-            return None
-        return data
-
-    def read(self, oid: str) -> bytes:
-        buf = _Buffer()
-        self.read_to(oid, buf)
-        return b"".join(buf.parts)
-
-    def close(self) -> None:
-        if self._proc is None:
-            return
-        if self._proc.stdin is not None:
-            self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        for stream in (self._proc.stdout, self._proc.stderr):
-            if stream is not None:
-                stream.close()
-
-    def __enter__(self) -> BlobReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class BinarySink(Protocol):

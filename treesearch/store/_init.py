@@ -85,9 +85,11 @@ def create_or_repair(
 
 
 def sweep_temps(store: Path) -> None:
-    """Remove temporary files that writers killed before their rename left in the store."""
-    with contextlib.suppress(OSError), os.scandir(store) as entries:
-        for entry in entries:
-            if ".tmp-" in entry.name and is_temp_of_dead_process(entry.name):
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
+    """Remove temporary files that writers killed before their rename left in the store (and
+    beside its packs: ``_trees.ObjectBatch``)."""
+    for folder in (store, store / "git" / "objects" / "pack"):
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            for entry in entries:
+                if ".tmp-" in entry.name and is_temp_of_dead_process(entry.name):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)

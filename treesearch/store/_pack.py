@@ -30,6 +30,8 @@ FLOOR = 128 * 1024
 so that a repack (several git processes, a few fsyncs) is paid once per few captures."""
 FRACTION = 0.02
 """Pack when loose files take more than this fraction of the packs' bytes on disk."""
+MAX_PACKS = 16
+"""Pack when there are more packs than this (each scan made in the process adds one)."""
 _HEX2 = frozenset(f"{i:02x}" for i in range(256))
 
 Run = Callable[..., bytes]
@@ -43,6 +45,8 @@ class Loose:
     refs: int
     loose_bytes: int
     pack_bytes: int
+    packs: int = 0
+    """Packs (a scan made in the process writes a small one: ``_trees.ObjectBatch``)."""
 
 
 class Packer:
@@ -70,16 +74,21 @@ class Packer:
                 for e in it:
                     objects += 1
                     loose_bytes += _disk(e)
+        packs = 0
         with contextlib.suppress(FileNotFoundError), os.scandir(obj_dir / "pack") as it:
-            pack_bytes = sum(_disk(e) for e in it)
+            for e in it:
+                pack_bytes += _disk(e)
+                packs += e.name.endswith(".pack")
         for dirpath, _dirs, names in os.walk(self.git_dir / "refs" / "treesearch"):
             for name in names:
                 refs += 1
                 with contextlib.suppress(FileNotFoundError):
                     loose_bytes += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
-        return Loose(objects, refs, loose_bytes, pack_bytes)
+        return Loose(objects, refs, loose_bytes, pack_bytes, packs)
 
     def due(self, state: Loose) -> bool:
+        if state.packs > MAX_PACKS:
+            return True  # small packs of scans: rolled together (``--geometric``)
         return state.loose_bytes >= max(self.floor, self.fraction * state.pack_bytes)
 
     def maybe_pack(self) -> bool:

@@ -23,9 +23,10 @@ from treesearch.errors import RecoveryError, RestoreError
 from treesearch.store._catalogue import Catalogue
 from treesearch.store._errors import describe, one_line
 from treesearch.store._fs import SafeTree, UnsafePathError, atomic_write
-from treesearch.store._git import BlobReader, GitFailed, GitRunner
+from treesearch.store._git import GitFailed, GitRunner
 from treesearch.store._restore_check import checked_scan
 from treesearch.store._scan import Scan, Scanner
+from treesearch.store._trees import Trees
 from treesearch.store._walk import MODE, WalkResult, default_mode
 from treesearch.store.values import RestoreResult, Snapshot
 from treesearch.types import TreeHash
@@ -74,6 +75,9 @@ class Restorer:
         self.catalogue = catalogue
         self.safety = safety
         """Records a safety snapshot of a scan."""
+        self.trees: Trees = scanner.trees
+        """Parsed trees and the store's one object reader (``_trees.py``): a restore compares
+        the trees and reads the contents with no git process of its own."""
         self.known_diff: Callable[[TreeHash, TreeHash], list[bytes] | None] = lambda a, b: None
         """The raw ``diff-tree`` records of two trees if the store has them already (``Diffs``):
         a restore to a tree the store just diffed with the workspace's runs no ``diff-tree``."""
@@ -184,6 +188,8 @@ class Restorer:
         """The files whose content, type or exec bit differ between ``tree`` and ``target``."""
         fields = self.known_diff(tree, target.tree)
         if fields is None:
+            fields = self.trees.diff(tree, target.tree)
+        if fields is None:
             out = self.run(["diff-tree", "-r", "-z", "--no-renames", tree, target.tree])
             fields = out.split(b"\0")
         i = 0
@@ -245,7 +251,8 @@ class Restorer:
 
     def execute(self, plan: Plan, token: str, root: Path | None = None) -> list[str]:
         """Carry out ``plan``; returns the folders actually pruned."""
-        with SafeTree(str(root or self.workspace)) as tree, BlobReader(self.git) as blobs:
+        blobs = self.trees.objects  # (the store's: stays open)
+        with SafeTree(str(root or self.workspace)) as tree:
             for path in plan.deletes:
                 tree.unlink(path)
             pruned = [d for d in plan.prune if tree.rmdir(d)]

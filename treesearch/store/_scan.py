@@ -31,8 +31,9 @@ from treesearch.store._stat import (
     write_scan_time,
 )
 from treesearch.store._stat import is_racy as _is_racy
-from treesearch.store._tree_write import TreeWriter
-from treesearch.store._walk import MODE, SIZE, IgnoreRules, NeedFullWalk, Walker, WalkResult
+from treesearch.store._trees import UNSYNCED_MAX as _UNSYNCED_MAX
+from treesearch.store._trees import store_trees
+from treesearch.store._walk import SIZE, IgnoreRules, NeedFullWalk, Walker, WalkResult
 from treesearch.store._watch import Inotify
 from treesearch.types import TreeHash
 
@@ -43,8 +44,6 @@ _BULK_PATHS = 256
 _FORCE_ARG_BYTES = 64 * 1024
 """Paths to force (see ``Scanner.scan``) up to this size go on git's command line, else to a
 process of their own."""
-_UNSYNCED_MAX = 256
-"""At most this many index entries wait in ``Scanner.unsynced`` (they ride on a command line)."""
 _VERIFY_BYTES = 1 << 20
 """Racy files up to this size are checked by hashing them here instead of by a git process."""
 _NO_GIT_CONFIG = ["-c", "safe.directory=*", "-c", "core.fsmonitor=false"]
@@ -133,8 +132,9 @@ class Scanner:
         """The last walk, per folder; with a watcher, the next walk re-lists only what changed."""
         self.recheck = Recheck()
         """Without a watcher: what the next walk must list again (``_recheck.py``)."""
-        self.trees = TreeWriter(git, store)
-        """Writes a small scan's blobs and trees without git (``_scan_edit.py``)."""
+        self.trees = store_trees(git)
+        """The store's one object reader and tree cache (``_trees.py``): a small scan's blobs
+        and trees are written without git (``_scan_edit.py``); a restore reads through it."""
 
     # ------------------------------------------------------------------ state
 
@@ -153,7 +153,7 @@ class Scanner:
         self.signature = None
 
     def close(self) -> None:
-        self.trees.close()
+        self.trees.objects.close()
         if self.watch is not None:
             self.watch.close()
             self.watch = None
@@ -406,7 +406,7 @@ class Scanner:
         return set(entries), sorted(set(changed).union(unverified)), force + unverified, known
 
     def _unverified(
-        self, paths: list[str], keys: Mapping[str, tuple[int, ...]], oids: Mapping[str, str]
+        self, paths: list[str], keys: Mapping[str, Key], oids: Mapping[str, str]
     ) -> list[str]:
         """The racy ``paths`` git must look at again: those whose blob id we do not know, or
         whose content no longer hashes to it (what git does for its own racy entries)."""
@@ -416,7 +416,7 @@ class Scanner:
             if (
                 oid is None
                 or keys[p][SIZE] > _VERIFY_BYTES
-                or blob_id_of(self.workspace, p, keys[p][MODE], _VERIFY_BYTES) != oid
+                or blob_id_of(self.workspace, p, keys[p], _VERIFY_BYTES) != oid
             ):
                 out.append(p)
         return out

@@ -15,7 +15,8 @@ holds every cache of it; ``_restore.py`` plans, journals, executes, rolls back a
 ``_catalogue.py`` records and finds snapshots (resolve, log, labels, pins, gc); ``_diffs.py`` diffs
 trees; ``_errors.py`` maps git and OS failures to each operation's ``StoreError`` subclass;
 ``_objects.py`` writes a snapshot's commit without a git process; ``_pack.py`` packs loose objects
-and refs after captures. Git runs with an environment built from nothing (see ``_git.py``).
+and refs after captures; ``_trees.py`` reads objects through one long-lived ``cat-file`` and
+compares and makes trees without git. Git runs with an environment built from nothing (``_git.py``).
 """
 
 from __future__ import annotations
@@ -176,7 +177,7 @@ class ShadowStore:
             max_file_bytes=max_file_bytes,
             watch=watch,
         )
-        self._catalogue = Catalogue(path, self._git, self._run)
+        self._catalogue = Catalogue(path, self._git, self._run, self._scanner.trees.objects)
         self._diffs = Diffs(self._git, self._run)
         self._diffs.local = lambda a, b: diff_in_process(self._scanner, a, b)
         self._packer = Packer(self.git_dir, self._run)
@@ -393,8 +394,10 @@ class ShadowStore:
         return held
 
     def _reclaim_stale_locks(self) -> None:
-        # We hold the flock and every git process of ours inherits it, so no live owner exists.
-        for lock in (self.path / "index.lock", self.git_dir / "packed-refs.lock"):
+        # We hold the flock and every git process of ours inherits it, so no live owner exists
+        # (``packed-refs.new``: pack-refs' temporary file, which a kill leaves like its lock).
+        refs = self.git_dir / "packed-refs"
+        for lock in (self.path / "index.lock", refs.with_suffix(".lock"), refs.with_suffix(".new")):
             with contextlib.suppress(FileNotFoundError):
                 lock.unlink()
 

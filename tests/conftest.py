@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from treesearch.store import _git
+
 GIT_ENV_KEYS_TO_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY")
 
 
@@ -155,3 +157,18 @@ def watch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(ShadowStore, "open", classmethod(open_in_mode))
     return on
+
+
+@pytest.fixture
+def git_path_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every git process the store starts from now on (its runner, its ``cat-file``s), logged
+    by a wrapper ``git`` one line per process."""
+    log = tmp_path / "git-calls.log"
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    real = _git.git_executable()
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(_git, "_GIT_EXE", str(wrapper))
+    log.write_text("")
+    return log

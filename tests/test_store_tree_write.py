@@ -29,21 +29,6 @@ NAMES = ["a", "a.b", "a-b", "a0", "a_", "b", "ab", "a b", "é", "Z", "z.txt"]
 ``a-b``, ``a0`` against a folder ``a``)."""
 
 
-@pytest.fixture
-def git_path_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every git process the store starts from now on (its runner, its ``cat-file``s), logged
-    by a wrapper ``git`` one line per process."""
-    log = tmp_path / "git-calls.log"
-    wrapper = tmp_path / "bin" / "git"
-    wrapper.parent.mkdir()
-    real = _git.git_executable()
-    wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{real}" "$@"\n')
-    wrapper.chmod(0o755)
-    monkeypatch.setattr(_git, "_GIT_EXE", str(wrapper))
-    log.write_text("")
-    return log
-
-
 def _calls(log: Path) -> list[str]:
     return [line for line in log.read_text().splitlines() if line]
 

@@ -211,25 +211,12 @@ def _five(ws: Path, n: int) -> None:
     (ws / "d2" / f"new{n}.txt").write_text(f"new {n}\n")
 
 
-@pytest.fixture
-def git_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every git process the store starts from now on, one line each (a wrapper on its path)."""
-    log = tmp_path / "git.log"
-    wrapper = tmp_path / "bin" / "git"
-    wrapper.parent.mkdir()
-    real = _git.git_executable()
-    wrapper.write_text(f'#!/bin/sh\necho "$1 $2 $3" >> {log}\nexec {real} "$@"\n')
-    wrapper.chmod(0o755)
-    monkeypatch.setattr(_git, "_GIT_EXE", str(wrapper))
-    return log
-
-
 def _lines(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
 def test_a_small_restore_in_a_process_that_scanned_before_starts_no_git_process(
-    tmp_path: Path, watch_mode: bool, git_log: Path
+    tmp_path: Path, watch_mode: bool, git_path_log: Path
 ) -> None:
     """With no change since the last scan, and after 5 files changed that no capture saw (the
     safety snapshot holds them): no git process at all (the store's one long-lived ``cat-file``
@@ -242,17 +229,20 @@ def test_a_small_restore_in_a_process_that_scanned_before_starts_no_git_process(
     _five(ws, 1)
     second = store.capture()
     store.restore(first.commit)
-    assert [line for line in _lines(git_log) if "cat-file" in line] in ([], ["cat-file --batch "])
-    before = len(_lines(git_log))
+    assert [line.split()[:2] for line in _lines(git_path_log) if "cat-file" in line] in (
+        [],
+        [["cat-file", "--batch"]],
+    )
+    before = len(_lines(git_path_log))
     store.restore(second.commit)  # nothing changed since the last scan
-    assert _lines(git_log)[before:] == []
+    assert _lines(git_path_log)[before:] == []
     want = tree_digest(ws)
     assert want == tree_digest(_materialized(store, second.commit, tmp_path / "m2"))
     _five(ws, 2)
     edited = tree_digest(ws)
-    before = len(_lines(git_log))
+    before = len(_lines(git_path_log))
     res = store.restore(first.commit)  # after edits no capture saw
-    assert _lines(git_log)[before:] == []
+    assert _lines(git_path_log)[before:] == []
     assert tree_digest(ws) == tree_digest(_materialized(store, first.commit, tmp_path / "m1"))
     assert tree_digest(_materialized(store, res.safety.commit, tmp_path / "safety")) == edited
     # The index entries left for later reach git with the next capture that runs it, and a

@@ -662,6 +662,26 @@ def small_fs(tmp_path: Path) -> Any:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+def _big_and_small(fs: Path) -> tuple[Path, Path, dict[str, Any], dict[str, Any]]:
+    """A workspace on ``fs`` with snapshots "big" (ten 3-page files) and "small" (the same ten
+    files of a line each, at which it is left), 60 unchanged files beside them."""
+    ws, home = fs / "ws", fs / "home"
+    ws.mkdir()
+    home.mkdir()
+    for i in range(10):
+        (ws / f"f{i}.txt").write_bytes(bytes([65 + i]) * (3 * 4096))
+    for i in range(60):
+        (ws / "same" / f"{i:02}").parent.mkdir(exist_ok=True)
+        (ws / "same" / f"{i:02}").write_text(f"{i}\n")
+    assert snap(ws, home, "capture", "-l", "big").returncode == 0
+    big = tree_digest(ws)
+    for i in range(10):
+        (ws / f"f{i}.txt").write_text(f"small {i}\n")
+    assert snap(ws, home, "capture", "-l", "small").returncode == 0
+    small = tree_digest(ws)
+    return ws, home, big, small
+
+
 def _fill_to(fs: Path, free_pages: int) -> Path:
     filler = fs / "filler"
     st = os.statvfs(fs)
@@ -681,20 +701,7 @@ def test_restore_on_a_full_disk_completes_or_rolls_back_and_says_which_at_every_
     """Regression: a restore that ran out of disk after writing every file said "restore
     failed" and left a journal. At every level of free space (page by page), a restore completes
     or rolls back (or changes nothing), says which, and the workspace is where it says."""
-    ws, home = small_fs / "ws", small_fs / "home"
-    ws.mkdir()
-    home.mkdir()
-    for i in range(10):
-        (ws / f"f{i}.txt").write_bytes(bytes([65 + i]) * (3 * 4096))
-    for i in range(60):
-        (ws / "same" / f"{i:02}").parent.mkdir(exist_ok=True)
-        (ws / "same" / f"{i:02}").write_text(f"{i}\n")
-    assert snap(ws, home, "capture", "-l", "big").returncode == 0
-    big = tree_digest(ws)
-    for i in range(10):
-        (ws / f"f{i}.txt").write_text(f"small {i}\n")
-    assert snap(ws, home, "capture", "-l", "small").returncode == 0
-    small = tree_digest(ws)
+    ws, home, big, small = _big_and_small(small_fs)
     store_dir = next(home.iterdir())
     seen: dict[str, int] = {}
     for free in range(0, 40):
@@ -734,20 +741,7 @@ def test_restore_out_of_disk_rolls_back_at_the_lowest_free_space_without_filling
     wrote the store's index and hashed files, taking the pages the failed restore had freed: at
     0-5 free pages "rolling back failed too" (about one attempt in six). It must roll back (or
     complete) every time."""
-    ws, home = small_fs / "ws", small_fs / "home"
-    ws.mkdir()
-    home.mkdir()
-    for i in range(10):
-        (ws / f"f{i}.txt").write_bytes(bytes([65 + i]) * (3 * 4096))
-    for i in range(60):
-        (ws / "same" / f"{i:02}").parent.mkdir(exist_ok=True)
-        (ws / "same" / f"{i:02}").write_text(f"{i}\n")
-    assert snap(ws, home, "capture", "-l", "big").returncode == 0
-    big = tree_digest(ws)
-    for i in range(10):
-        (ws / f"f{i}.txt").write_text(f"small {i}\n")
-    assert snap(ws, home, "capture", "-l", "small").returncode == 0
-    small = tree_digest(ws)
+    ws, home, big, small = _big_and_small(small_fs)
     for free in [0, 1, 2, 3, 4, 5] * 3:
         filler = _fill_to(small_fs, free)
         r = snap(ws, home, "restore", "big")

@@ -133,15 +133,6 @@ class BinarySink(Protocol):
     def write(self, data: bytes, /) -> object: ...
 
 
-class _Buffer:
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def write(self, data: bytes) -> int:
-        self.parts.append(data)
-        return len(data)
-
-
 FIXED_DATE_EPOCH = 946684800
 """2000-01-01T00:00:00Z: the first date of a fixed-date snapshot in an empty store."""
 

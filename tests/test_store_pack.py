@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from treesearch.store import ShadowStore
+from treesearch.store._pack import Packer
 from treesearch.types import CommitId
 
 pytestmark = pytest.mark.usefixtures("watch_mode")
@@ -119,6 +120,7 @@ def test_a_pack_of_refs_killed_before_it_finished_is_reclaimed_by_the_next_captu
 _PACK_CHILD = r"""
 import os, sys
 from treesearch.store import ShadowStore
+from treesearch.store._pack import Packer
 WATCH = os.environ.get("TREESEARCH_WATCH") != "0"
 s = ShadowStore.open(sys.argv[1], home=sys.argv[2], watch=WATCH)
 s._packer.floor = 0
@@ -191,3 +193,36 @@ def test_a_new_shared_index_removes_the_old_one_regression_store_grew_by_an_inde
     for snap in snaps:  # every snapshot still reads back
         assert store.resolve(snap.commit).tree == snap.tree
     store.close()
+
+
+def test_the_scans_small_packs_count_with_loose_objects_and_big_packs_do_not(
+    tmp_path: Path,
+) -> None:
+    """Regression (issue 13's disk target, 1.06-1.08 after scans wrote their objects as small
+    packs): each in-process scan's pack takes two blocks for a few objects, like loose files,
+    but only the pack count was watched, so up to 16 of them (128 KiB) sat beside 128 KiB of
+    loose files. They now count with the loose files; big packs (git's geometric rolls) never
+    make every capture repack."""
+    git_dir = tmp_path / "git"
+    pack_dir = git_dir / "objects" / "pack"
+    pack_dir.mkdir(parents=True)
+    (git_dir / "objects" / "ab").mkdir()
+    for i in range(10):  # 40 KiB of loose objects
+        (git_dir / "objects" / "ab" / f"{i:038x}").write_bytes(os.urandom(4000))
+
+    def pack(name: str, size: int) -> None:
+        (pack_dir / f"pack-{name}.pack").write_bytes(os.urandom(size))
+        (pack_dir / f"pack-{name}.idx").write_bytes(os.urandom(1100))
+
+    packer = Packer(git_dir, lambda *a, **k: b"")
+    pack("big", 4 << 20)
+    pack("half", 2 << 20)  # a geometric progression of big packs: no reason to pack
+    assert not packer.due(packer.loose())
+    for i in range(11):  # the small packs of 11 scans: 88 KiB of blocks
+        pack(f"small{i:02}", 900)
+    state = packer.loose()
+    assert state.packs == 13 and state.small_bytes >= 11 * 8192
+    assert packer.due(state)
+    # A temporary file of a pack being written is no pack.
+    (pack_dir / "tmp_pack_x").write_bytes(b"x")
+    assert packer.loose().packs == 13

@@ -7,7 +7,8 @@ changes cost ~1 MiB of blocks for ~30 KiB of data. After a capture, once the loo
 than ``FRACTION`` (2%) of what the packs take (and at least ``FLOOR`` bytes, so that small stores do not
 pay a git process on every capture), ``git repack -d --geometric=2`` rolls them into a pack (packs
 stay few: each is at least twice the size of the next smaller one), and ``git pack-refs`` moves
-the loose refs into ``packed-refs``.
+the loose refs into ``packed-refs``. The small packs that scans made in the process write
+(``_trees.ObjectBatch``: a block or two for a few objects) count with the loose files.
 
 Both are git's own crash-safe operations: a new pack is written under a temporary name and
 renamed into place (index last) before any loose object or older pack it replaces is deleted, and
@@ -32,6 +33,8 @@ FRACTION = 0.02
 """Pack when loose files take more than this fraction of the packs' bytes on disk."""
 MAX_PACKS = 16
 """Pack when there are more packs than this (each scan made in the process adds one)."""
+SMALL_PACK = 32 * 1024
+"""Packs smaller than this on disk count with the loose objects (see ``Loose.small_bytes``)."""
 _HEX2 = frozenset(f"{i:02x}" for i in range(256))
 
 Run = Callable[..., bytes]
@@ -47,6 +50,9 @@ class Loose:
     pack_bytes: int
     packs: int = 0
     """Packs (a scan made in the process writes a small one: ``_trees.ObjectBatch``)."""
+    small_bytes: int = 0
+    """Bytes on disk of the packs under ``SMALL_PACK``: a scan's pack takes a block or two for
+    a few objects, like loose objects, and counts with them."""
 
 
 class Packer:
@@ -74,22 +80,27 @@ class Packer:
                 for e in it:
                     objects += 1
                     loose_bytes += _disk(e)
-        packs = 0
+        per_pack: dict[str, int] = {}
         with contextlib.suppress(FileNotFoundError), os.scandir(obj_dir / "pack") as it:
             for e in it:
-                pack_bytes += _disk(e)
-                packs += e.name.endswith(".pack")
+                if e.name.startswith("pack-"):  # (not a writer's temporary file)
+                    stem = e.name.rsplit(".", 1)[0]
+                    per_pack[stem] = per_pack.get(stem, 0) + _disk(e)
+        packs = len(per_pack)
+        pack_bytes = sum(per_pack.values())
+        small_bytes = sum(b for b in per_pack.values() if b < SMALL_PACK)
         for dirpath, _dirs, names in os.walk(self.git_dir / "refs" / "treesearch"):
             for name in names:
                 refs += 1
                 with contextlib.suppress(FileNotFoundError):
                     loose_bytes += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
-        return Loose(objects, refs, loose_bytes, pack_bytes, packs)
+        return Loose(objects, refs, loose_bytes, pack_bytes, packs, small_bytes)
 
     def due(self, state: Loose) -> bool:
         if state.packs > MAX_PACKS:
             return True  # small packs of scans: rolled together (``--geometric``)
-        return state.loose_bytes >= max(self.floor, self.fraction * state.pack_bytes)
+        small = state.loose_bytes + state.small_bytes
+        return small >= max(self.floor, self.fraction * (state.pack_bytes - state.small_bytes))
 
     def maybe_pack(self) -> bool:
         """Pack when ``due``; True when it did (the caller holds the store lock)."""

@@ -25,7 +25,7 @@ from treesearch.store._fs import atomic_write
 from treesearch.store._git import GitFailed, GitRunner, blob_oid, fixed_commit_date
 from treesearch.store._objects import commit_content, write_object
 from treesearch.store._retention import GcPolicy, named_for_drop, plan_gc, pressure_order
-from treesearch.store._trees import ObjectReader
+from treesearch.store._trees import ObjectReader, objects_dir_of
 from treesearch.store._walk import default_mode
 from treesearch.store.values import CaptureStats, Skipped, Snapshot
 from treesearch.types import CommitId, TreeHash
@@ -100,9 +100,6 @@ class Catalogue:
         self.objects = objects
         """The store's one object reader (``_trees.py``): metadata blobs are read through it."""
         self.git_dir = store / "git"
-        self.objects_dir = self.git_dir / "objects"
-        """Where objects written without a git process go (a search worker's store points it
-        at the search store's objects, as its git processes are)."""
         self.git = git
         self.run = run
         self.state = State()
@@ -163,6 +160,12 @@ class Catalogue:
             data = json.loads(self.objects.read(oid))
             modes = {k: int(v) for k, v in data.get("modes", {}).items()}
             self._blobs[oid] = (modes, tuple(data.get("empty_dirs", ())))
+
+    @property
+    def objects_dir(self) -> Path:
+        """Where objects written without a git process go: where the store's git writes them
+        (a search worker's git points at the search store's objects)."""
+        return objects_dir_of(self.git)
 
     def _snapshot(self, commit: str, tree: str, data: dict[str, Any]) -> Snapshot:
         oid = data.get("fsmeta")

@@ -115,8 +115,7 @@ def open_worker_store(view: WorkerView, folder: Path) -> ShadowStore:
     )
     if not os.path.isdir(view.objects):
         raise StoreError(f"the object folder {view.objects} of the search's store is missing")
-    store._git.env["GIT_OBJECT_DIRECTORY"] = view.objects
-    store._catalogue.objects_dir = Path(view.objects)  # what it writes without git, too
+    store._git.env["GIT_OBJECT_DIRECTORY"] = view.objects  # (objects written here go there too)
     store._packer.enabled = False  # the search's store packs the objects it owns
     store._scanner.mirror = view.mirror
     return store

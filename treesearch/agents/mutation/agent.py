@@ -378,13 +378,7 @@ class MutationAgent:
         memo = _RANKED.get(key)
         if memo is None:
             pool = self._pool(lines, sources, original, set())
-            keyed = sorted(
-                (rank_key(c.score, c.edit, self.family_weights.get(c.edit.family, 1.0)), i, c)
-                for i, c in enumerate(pool)
-            )
-            total = -sum(k[0][0] for k in keyed) or 1.0
-            order = [(c, -rank[0] / total) for rank, _, c in keyed]
-            memo = (pool, order, [], [0])  # nothing checked yet
+            memo = (pool, _ranked_order(pool, self.family_weights), [], [0])  # none checked yet
             _RANKED[key] = memo
             while len(_RANKED) > _RANKED_NODES:
                 _RANKED.pop(next(iter(_RANKED)))
@@ -613,16 +607,24 @@ def _first_ranked(
 ) -> tuple[_Candidate, float] | None:
     """The first edit in the ranked order (``ranking.rank_key``) that compiles and changes the
     AST; returns it with its share of the pool's total weight."""
+    for cand, share in _ranked_order(pool, family_weights):
+        src = sources.file(cand.edit.path)
+        if src is not None and check(src, cand.edit) is None:
+            return cand, share
+    return None
+
+
+def _ranked_order(
+    pool: list[_Candidate], family_weights: Mapping[str, float]
+) -> list[tuple[_Candidate, float]]:
+    """``pool`` in the ranked order (``ranking.rank_key``), each edit with its share of the
+    pool's total weight."""
     keyed = sorted(
         (rank_key(c.score, c.edit, family_weights.get(c.edit.family, 1.0)), i, c)
         for i, c in enumerate(pool)
     )
     total = -sum(k[0][0] for k in keyed) or 1.0
-    for key, _, cand in keyed:
-        src = sources.file(cand.edit.path)
-        if src is not None and check(src, cand.edit) is None:
-            return cand, -key[0] / total
-    return None
+    return [(c, -rank[0] / total) for rank, _, c in keyed]
 
 
 def _program_key(

@@ -59,15 +59,15 @@ class Diffs:
         for pair in pairs:
             local = self.local(*pair)
             if local is None:
-                todo = pairs  # git is run anyway: for every pair (one process)
-                break
-            parsed[pair] = local
+                todo.append(pair)  # (one git process for all of these)
+            else:
+                parsed[pair] = local
         if todo:
             out = self.run(
                 ["diff-tree", "-r", "-z", "--no-renames", "--raw", "--numstat", "--stdin"],
                 input="".join(f"{a} {b}\n" for a, b in todo).encode(),
             )
-            parsed = _split_stdin_diffs(out, todo)
+            parsed.update(_split_stdin_diffs(out, todo))
         for ta, tb in pairs:
             fields = parsed.get((ta, tb), [])
             self.remember_raw(ta, tb, fields)

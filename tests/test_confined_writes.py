@@ -24,7 +24,12 @@ from treesearch.errors import PathEscapeError
 _armed: list[Callable[[str, tuple[Any, ...]], None]] = []
 
 
-def _audit(event: str, args: tuple[Any, ...]) -> None:
+def _audit(
+    event: str,
+    args: tuple[Any, ...],
+    _armed: list[Callable[[str, tuple[Any, ...]], None]] = _armed,
+) -> None:
+    # ``_armed`` bound here: at interpreter shutdown the module's globals may already be None.
     for action in list(_armed):
         action(event, args)
 

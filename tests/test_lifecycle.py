@@ -80,11 +80,21 @@ class Spare:
 
     def __init__(self) -> None:
         self.owners: list[lifecycle.Owner] = []
+        self.children: list[subprocess.Popen[bytes]] = []
 
     def add(self, *pids: int) -> None:
         self.owners += [lifecycle.process_owner(pid) for pid in pids]
 
+    def add_child(self, proc: subprocess.Popen[bytes]) -> None:
+        """A child of this process: killed and waited for (no zombie, no ResourceWarning in a
+        later test when a failed assert skipped the test's own wait)."""
+        self.children.append(proc)
+
     def kill_all(self) -> None:
+        for proc in self.children:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
         for owner in self.owners:
             if owner.start and lifecycle.owner_alive(owner):
                 with contextlib.suppress(ProcessLookupError):
@@ -111,7 +121,7 @@ def _start_search_like(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    spare.add(parent.pid)
+    spare.add_child(parent)
     assert _eventually(lambda: (ws / "grandchild.pid").is_file() and (ws / "child.pid").is_file())
     assert _eventually(lambda: bool((ws / "grandchild.pid").read_text().strip()))
     assert _eventually(lambda: bool((ws / "child.pid").read_text().strip()))
@@ -183,7 +193,7 @@ def test_reap_leaves_live_processes_and_their_scratch_folders_alone(
     mine.mkdir()
     # A live process in its own session, recorded as the group of this (live) process.
     sleeper = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    spare.add(sleeper.pid)
+    spare.add_child(sleeper)
     start = lifecycle.start_time(sleeper.pid)
     (root / "procs").mkdir()
     (root / "procs" / f"{me.token}.json").write_text(json.dumps({"groups": [[sleeper.pid, start]]}))
@@ -201,7 +211,7 @@ def test_reap_never_kills_a_group_whose_leader_pid_was_recycled(
     differs): the reaper drops the record and leaves that process alone."""
     root = lifecycle.temp_root(tmpdir_env)
     stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    spare.add(stranger.pid)
+    spare.add_child(stranger)
     real_start = lifecycle.start_time(stranger.pid)
     assert real_start is not None
     dead = lifecycle.Owner(
@@ -263,8 +273,11 @@ def test_sigkill_before_the_parent_recorded_the_group_still_kills_the_grandchild
     between (seen under load) left the test's grandchild running. The child announces itself to
     the watchdog before exec; here the registry file is removed to stand for that window."""
     parent, child, grandchild = _start_search_like(tmp_path, tmpdir_env, spare)
-    records = list((tmpdir_env / f"treesearch-{os.getuid()}" / "procs").glob("*.json"))
-    assert records, "the search should have recorded its group"
+    procs = tmpdir_env / f"treesearch-{os.getuid()}" / "procs"
+    # The parent records the group once its child has started: the grandchild may have written
+    # its pid first (seen in CI under load), so wait for the record.
+    assert _eventually(lambda: bool(list(procs.glob("*.json")))), "the search recorded no group"
+    records = list(procs.glob("*.json"))
     for record in records:
         record.unlink()
     parent.send_signal(signal.SIGKILL)

@@ -421,6 +421,29 @@ def test_parallel_search_workers_take_the_search_warm_check_instead_of_a_cold_ru
     assert warm["warm_runs"] == out.usage.test_runs  # the root's check and each worker run
 
 
+def test_parallel_search_workers_run_on_copies_of_the_search_warm_server(tmp_path: Path) -> None:
+    """The search starts one warm server (for the root's test); each worker takes a copy of it,
+    forked by that server, with its first task instead of starting one of its own (a start
+    imports pytest: a fraction of a CPU second per worker). A resumed search, whose root is not
+    tested again, starts its server when the first task goes out, and copies it the same way."""
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
+    cfg["scoring"]["warm"] = "auto"
+    cfg["search"]["workers"] = 2
+    cfg["search"]["budget"] = {"expansions": 4}
+    out = run(cfg, tmp_path)
+    warm = json.loads((out.run_dir / "summary.json").read_text())["warm"]
+    assert warm["notes"] == []
+    assert (warm["servers_started"], warm["server_copies"]) == (1, 2)
+    assert warm["cold_runs"] == 1 and warm["warm_runs"] == out.usage.test_runs
+    again = resume(out.run_dir, ["search.budget.expansions=8"], home=tmp_path / "home")
+    assert again.usage.expansions == 8
+    warm = json.loads((out.run_dir / "summary.json").read_text())["warm"]
+    assert warm["notes"] == []
+    assert (warm["servers_started"], warm["server_copies"]) == (1, 2)
+    assert warm["warm_runs"] >= 1
+
+
 def test_parallel_search_never_spends_more_test_runs_than_the_budget(tmp_path: Path) -> None:
     proj = make_project(tmp_path)
     cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)

@@ -8,6 +8,7 @@ thin layer over these; tests and scripts call them directly.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ from treesearch.config import (
     apply_overrides,
     validate,
 )
-from treesearch.errors import RunError, WorkspaceBusy
+from treesearch.errors import RunError, ScoringError, WorkspaceBusy
 from treesearch.isolation import NO_ISOLATION, Isolation
 from treesearch.isolation import resolve as resolve_isolation
 from treesearch.report import try_write_report
@@ -37,7 +38,10 @@ from treesearch.runs.resolved import check_runs_dir, check_workspace, resolved_c
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.heldout import check_grade_files, grade_in_copy
 from treesearch.scoring.order import is_repair
+from treesearch.scoring.runner import warm_clone, warm_up
+from treesearch.scoring.warm import WarmClone
 from treesearch.search import graph as G
+from treesearch.search import parallel
 from treesearch.search.budget import Budget, Usage, explain_stop
 from treesearch.search.controller import Controller, SearchResult, Strategy, one_line
 from treesearch.search.events import replay
@@ -297,6 +301,7 @@ def _search_scored(
     pool = _worker_pool(loaded, store, scorer, isolation)
     if pool is not None:
         pool.on_note = scorer.warm.on_note
+        pool.warm_source = functools.partial(_warm_copy, scorer, store.workspace)
     controller = Controller(
         store=store,
         strategies=strategies,
@@ -347,12 +352,30 @@ def _search_scored(
             pool.close()
             scorer.warm.warm_runs += pool.warm_runs  # summary.json counts the workers' runs
             scorer.warm.cold_runs += pool.cold_runs
+            scorer.warm.servers_started += pool.warm_servers
         run.close()
     if events and stop is None and on_note is not None and result.usage.expansions == done:
         on_note(
             f"nothing to do: {explain_stop(result.stop_reason, controller.budget, result.usage)}"
         )
     return _finish(loaded, run, store, scorer, result, time.perf_counter() - t0, isolation)
+
+
+def _warm_copy(scorer: Scorer, workspace: Path) -> WarmClone | None:
+    """A copy of the search's warm test server for a worker (``WorkerPool.warm_source``): the
+    one the root's test started, or one started now (a resumed search; a root from the score
+    cache), so that the workers start none of their own."""
+    spec = scorer.search_spec
+    if spec is None:
+        return None
+    try:
+        copy = warm_clone(spec, workspace, scorer.warm)
+        if copy is None:
+            warm_up(spec, workspace, scorer.warm)
+            copy = warm_clone(spec, workspace, scorer.warm)
+    except ScoringError:
+        return None
+    return copy
 
 
 def _worker_pool(
@@ -374,6 +397,7 @@ def _worker_pool(
             for kind in sorted({str(agent_config(s)["kind"]) for s in cfg.strategies.values()})
             if (entry := agent_entry(kind)) is not None
         },
+        warm_copies=parallel.WARM_COPIES,
     )
     return WorkerPool(cfg.search.workers, spec, store)
 

@@ -1,4 +1,5 @@
 # ruff: noqa: SIM105, SIM115, UP020, UP031 - it runs in the tests' interpreter: plain code, few imports
+# Over 700 lines: one script run by the tests' interpreter, which can import nothing of treesearch.
 """The warm pytest server: run by the interpreter of the tests, it imports pytest once and forks a
 child per test run, which runs pytest in-process as ``python -m pytest`` would have.
 
@@ -15,7 +16,9 @@ attached to the length): the server says ``ready``; then per run the client send
 watchdog's pipe attached), the server answers ``pid``, then ``exit`` (the wait status) when the
 child has ended, leaving it a zombie until the client sends ``reap`` (so that its process group
 id cannot be reused while the client ends the group), and answers that with ``reaped``. The end
-of the socket (the client died) ends the running child's group and the server.
+of the socket (the client died) ends the running child's group and the server. Between runs,
+``clone`` (a socket attached) forks a copy of the server for another client on that socket, which
+greets it as a new server would; the server answers with the copy's pid.
 
 Standard library only, Python 3.9+: it runs in the interpreter of the tests. It never prints.
 """
@@ -645,18 +648,16 @@ def main():
     speed = _speed(settings, path0)
     sys.path[:] = base_path
     _freeze()
-    _send(
-        sock,
-        {
-            "ready": True,
-            "pid": os.getpid(),
-            "base_path": base_path,
-            "server_dir": path0,
-            "threaded": threaded,
-            **speed,
-            **_state(_SITE_DIRS),
-        },
-    )
+    global _HELLO
+    _HELLO = {"ready": True, "base_path": base_path, "server_dir": path0, **speed}
+    _send(sock, dict(_HELLO, pid=os.getpid(), threaded=threaded, **_state(_SITE_DIRS)))
+    _serve(sock, settings, deny, base_path, threaded)
+    _reap_clones(wait=1.0)
+
+
+def _serve(sock, settings, deny, base_path, threaded=None):
+    """Answer the client's requests until it ends (or a run taught the server a module that
+    starts a thread: the client starts a new server without it)."""
     shell = settings.get("shell_parent")
     spare = _fork_spare(sock, shell) if settings.get("spare") and not threaded else None
     while True:
@@ -664,6 +665,10 @@ def main():
             request, fds = _recv(sock)
         except (EOFError, OSError):
             return
+        _reap_clones()
+        if request.get("op") == "clone" and fds:
+            _clone(sock, fds, spare, settings, deny, base_path)
+            continue
         if request.get("op") != "run":
             _drop_spare(spare)
             return
@@ -688,11 +693,62 @@ def main():
         spare = _fork_spare(sock, request.get("shell_parent")) if settings.get("spare") else None
 
 
+def _clone(sock, fds, spare, settings, deny, base_path):
+    """Fork a server for another client (a parallel search's worker), whose socket is
+    ``fds[0]``: this process as it is (pytest, what the runs taught it, its configuration made),
+    in a session of its own, greeting its client as a new server does; a fraction of a start.
+    This server answers with its pid (-1: the fork failed)."""
+    _flush()
+    try:
+        pid = os.fork()
+    except OSError:
+        pid = -1
+    if pid == 0:
+        try:
+            os.close(sock.detach())
+            if spare is not None:
+                spare[1].close()  # the spare child is this server's
+            for fd in fds[1:]:
+                os.close(fd)
+            os.setsid()
+            client = socket.socket(fileno=fds[0])
+            _send(client, dict(_HELLO, pid=os.getpid(), threaded=None, **_state(_SITE_DIRS)))
+            _serve(client, settings, deny, base_path)
+        except BaseException:  # noqa: BLE001 - the client sees the socket end and runs cold
+            pass
+        finally:
+            os._exit(0)
+    for fd in fds:
+        os.close(fd)
+    if pid > 0:
+        _CLONES.append(pid)
+    _send(sock, {"clone": pid})
+
+
+def _reap_clones(wait=0.0):
+    """Reap the copies that ended; ``wait``: wait up to that many seconds for the others (at
+    the server's end: they end with their clients, and a copy reaped here counts its CPU time,
+    its runs' included, in this server's children and so in its client's)."""
+    for _ in range(max(int(wait * 100), 1)):
+        for pid in list(_CLONES):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except OSError:
+                done = pid
+            if done:
+                _CLONES.remove(pid)
+        if not _CLONES or not wait:
+            return
+        select.select([], [], [], 0.01)
+
+
 _SITE_DIRS = []  # type: list[str]
 _COERCED = None
 _SPEED = None  # the module ``_warm_speed`` when the server warms up
 _PREMADE = None  # its ``PremadeConfig``: pytest's configuration, made for the next run
 _SERVER_MODULES = frozenset()  # type: frozenset[str]
+_HELLO = {}  # type: dict[str, object]  # the greeting, less what is each process's own (``_clone``)
+_CLONES = []  # type: list[int]
 
 if __name__ == "__main__":
     main()

@@ -26,7 +26,7 @@ from treesearch.scoring.junit import (
 from treesearch.scoring.probe import Probe, interrupt_banner, probe_env, read_probe
 from treesearch.scoring.results import Outcome, RunStatus, TestCase, TestRun, worse
 from treesearch.scoring.spec import TestSpec
-from treesearch.scoring.warm import WarmRunner
+from treesearch.scoring.warm import WarmClone, WarmRunner
 from treesearch.types import ProcessResult
 
 OUTPUT_TAIL_CHARS = 8000
@@ -146,6 +146,21 @@ def warm_up(spec: TestSpec, workspace: str | os.PathLike[str], warm: WarmRunner)
     if spec.is_pytest:
         cwd = _working_dir(workspace, spec.cwd)
         warm.prepare(spec.command, cwd, extra_env={**_QUIET_ENV, **spec.env})
+
+
+def warm_clone(
+    spec: TestSpec, workspace: str | os.PathLike[str], warm: WarmRunner
+) -> WarmClone | None:
+    """A copy of the warm server that ``run_tests(spec, workspace, warm=warm)`` uses, for
+    another process (``WarmRunner.clone``); ``None`` when there is none running.
+
+    Raises:
+        ScoringError: the workspace or the spec's ``cwd`` is not a folder inside it.
+    """
+    if not spec.is_pytest:
+        return None
+    cwd = _working_dir(workspace, spec.cwd)
+    return warm.clone(spec.command, cwd, extra_env={**_QUIET_ENV, **spec.env})
 
 
 def _working_dir(workspace: str | os.PathLike[str], rel: str) -> Path:

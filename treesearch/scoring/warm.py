@@ -32,8 +32,10 @@ import atexit
 import contextlib
 import json
 import os
+import socket
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +44,7 @@ from treesearch.scoring.warm_plan import Launch, ShellEnv, plan, shell_execs
 from treesearch.scoring.warm_proc import WarmServer, WarmServerError, WarmUpError
 from treesearch.types import ProcessResult
 
-__all__ = ["WARM_MODES", "Launch", "WarmRunner", "WarmServerError", "plan"]
+__all__ = ["WARM_MODES", "Launch", "WarmClone", "WarmRunner", "WarmServerError", "plan"]
 
 WARM_MODES = ("auto", "on", "off")
 """``scoring.warm``: ``auto`` (warm where safe, first run checked against a cold one), ``on``
@@ -53,6 +55,16 @@ _MAX_FAILURES = 3
 
 
 _LIVE: set[WarmRunner] = set()
+
+
+@dataclass
+class WarmClone:
+    """A copy of a warm server made for another process (``WarmRunner.clone``): the server's
+    key, the copy's pid and this end of its socket (hand it over, then close it here)."""
+
+    key: tuple[Any, ...]
+    pid: int
+    sock: socket.socket
 
 
 def _forget_all() -> None:
@@ -112,6 +124,10 @@ class WarmRunner:
         """Test runs made cold (fallbacks and the first run's check included)."""
         self.premade_runs = 0
         """Warm runs that took pytest's configuration made ahead in the server."""
+        self.servers_started = 0
+        """Servers this runner started (each imports pytest: a fraction of a second of CPU)."""
+        self.copies = 0
+        """Copies of its servers made for other processes' runners (``clone``)."""
         self._servers: dict[tuple[Any, ...], WarmServer] = {}
         self._scratch: Path | None = None
         self._checked = mode != "auto"
@@ -144,6 +160,8 @@ class WarmRunner:
             "mode": self.mode,
             "warm_runs": self.warm_runs,
             "cold_runs": self.cold_runs,
+            "servers_started": self.servers_started,
+            "server_copies": self.copies,
             "notes": list(self.notes),
         }
 
@@ -184,6 +202,44 @@ class WarmRunner:
             return
         with contextlib.suppress(WarmServerError):
             self._server(launch, env)
+
+    def clone(
+        self,
+        command: str | Sequence[str],
+        cwd: str | os.PathLike[str],
+        *,
+        extra_env: Mapping[str, str],
+    ) -> WarmClone | None:
+        """A copy of the running server that runs of ``command`` in ``cwd`` with ``extra_env``
+        use, for another process's runner (``adopt``; a parallel search's worker): it starts
+        with pytest and what the runs taught it imported, without a start of its own. ``None``
+        when no such server is running (or warm runs are off, or it cannot be copied)."""
+        if self._disabled:
+            return None
+        launch, env = self._launch(command, os.path.abspath(os.fspath(cwd)), extra_env)
+        if isinstance(launch, str):
+            return None
+        key = self._key(launch, env)
+        server = self._servers.get(key)
+        if server is None or not server.alive:
+            return None
+        try:
+            sock, pid = server.clone()
+        except WarmServerError:
+            self._drop(server)  # its state is unknown; the next run here starts another
+            return None
+        self.copies += 1
+        return WarmClone(key, pid, sock)
+
+    def adopt(self, key: tuple[Any, ...], sock: socket.socket, pid: int) -> None:
+        """Use the copy of a server another process's runner made (``clone``) for runs whose
+        server key is ``key`` (a run with another key starts its own server, as ever)."""
+        if self._disabled or key in self._servers:
+            sock.close()  # the copy ends with its socket
+            return
+        with contextlib.suppress(WarmServerError):  # then the first run starts a server
+            self._servers[key] = WarmServer.adopt(sock, pid, self._scratch_dir())
+            _LIVE.add(self)
 
     def _launch(
         self, command: str | Sequence[str], cwd: str, extra_env: Mapping[str, str]
@@ -362,6 +418,7 @@ class WarmRunner:
                 self._warm_up = False
                 self.note(f"warm server started without its warm-up: {exc}")
                 continue
+            self.servers_started += 1
             _LIVE.add(self)
         raise WarmServerError("the packages the tests import start threads in the server")
 
@@ -369,11 +426,13 @@ class WarmRunner:
     def _key(launch: Launch, env: Mapping[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
         """Which server runs ``launch`` with ``env``: the interpreter and the environment
         without what a child sets for itself and what pytest reads only when a session starts
-        (a per-run value there, a plugin's file, must not cost a new server per run)."""
+        (a per-run value there, a plugin's file, must not cost a new server per run), nor the
+        shell's ``PWD`` (the run's folder: the workers of a parallel search, each in its own
+        folder, share copies of one server; the server itself runs in a scratch folder)."""
         server_env = {
             k: v
             for k, v in env.items()
-            if k != "PYTHONPATH" and not k.startswith(("TREESEARCH_", "PYTEST_"))
+            if k not in ("PYTHONPATH", "PWD") and not k.startswith(("TREESEARCH_", "PYTEST_"))
         }
         return (launch.interpreter, tuple(sorted(server_env.items())))
 

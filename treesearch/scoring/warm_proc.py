@@ -93,6 +93,8 @@ def _recv(sock: socket.socket, timeout: float) -> dict[str, Any]:
 class WarmServer:
     """A running ``_warm_server.py`` and the protocol with it."""
 
+    proc: subprocess.Popen[bytes] | _Adopted
+
     def __init__(
         self,
         interpreter: str,
@@ -180,6 +182,60 @@ class WarmServer:
             raise WarmServerError(f"the warm server did not start: {exc}") from exc
         if wait:
             self._greet()
+
+    @classmethod
+    def adopt(cls, sock: socket.socket, pid: int, scratch: Path) -> WarmServer:
+        """The client of a server that ``clone`` made in another process (a parallel search
+        gives its workers copies of its own server): ``sock`` is this end of its socket, ``pid``
+        the copy's; its group is tracked here, and its greeting taken when it is first used."""
+        try:
+            proc = _Adopted(pid)
+        except OSError as exc:
+            sock.close()
+            raise WarmServerError(f"the warm server's copy is gone: {exc}") from exc
+        self = cls.__new__(cls)
+        self.preload, self.deny = [], set()
+        self.log = scratch / "server.log"  # a copy writes where its original did; rarely read
+        self.proc = proc
+        self.sock = sock
+        self.pending_reap = False
+        self.runs = 0
+        self.greeted = False
+        lifecycle.prepare_tracking()
+        try:
+            lifecycle.track_group(pid)
+        except OSError as exc:
+            self.close()
+            raise WarmServerError(f"cannot track the warm server's copy: {exc}") from exc
+        return self
+
+    def clone(self) -> tuple[socket.socket, int]:
+        """A copy of this server for another client: forked by the server between runs, in a
+        session of its own, with everything it imported and its pytest configuration made (a
+        few milliseconds, against a start's fraction of a second). Returns the client's end of
+        the copy's socket and its pid, for ``adopt`` in the process that will use it; the copy
+        ends when that socket does.
+
+        Raises:
+            WarmServerError: the server did not make the copy (drop it: its state is unknown).
+        """
+        self.settle()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            _send(self.sock, {"op": "clone"}, [theirs.fileno()])
+            pid = int(_recv(self.sock, _REPLY_SECONDS)["clone"])
+        except (OSError, KeyError, TypeError, ValueError) as exc:
+            ours.close()
+            raise WarmServerError(f"cannot copy the warm server: {exc}") from exc
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        if pid <= 0:
+            ours.close()
+            raise WarmServerError("the warm server could not fork a copy of itself")
+        return ours, pid
 
     def _greet(self) -> None:
         """Wait for the server's greeting: it has imported pytest (and warmed up)."""
@@ -394,3 +450,32 @@ class WarmServer:
         """In a forked copy of this process: drop the socket without touching the server."""
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+class _Adopted:
+    """The process of a server this process did not start (``WarmServer.adopt``): not its
+    child, so watched through a pidfd; its exit status is its parent's to read (0 here)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._fd: int | None = os.pidfd_open(pid)
+
+    def poll(self) -> int | None:
+        if self._fd is not None and not select.select([self._fd], [], [], 0)[0]:
+            return None
+        self._close()
+        return 0
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self._fd is not None and not select.select([self._fd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(f"warm server {self.pid}", timeout or 0.0)
+        self._close()
+        return 0
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        self._close()

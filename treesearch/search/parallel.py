@@ -29,6 +29,7 @@ import dataclasses
 import json
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.reduction
 import os
 import pickle
 import random
@@ -59,6 +60,7 @@ from treesearch.errors import ScoringError, SearchError
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.results import ScoreResult
 from treesearch.scoring.runner import warm_up
+from treesearch.scoring.warm import WarmClone
 from treesearch.search._forked import ForkedProcess, can_fork
 from treesearch.search._forked import fork as fork_process
 from treesearch.search.batch import dispatch_event, next_to_send, select_one, share_test_runs
@@ -70,6 +72,7 @@ from treesearch.types import Snapshot, TreeHash
 
 __all__ = [
     "FORK",
+    "WARM_COPIES",
     "WINDOW",
     "Outcome",
     "Task",
@@ -87,6 +90,10 @@ FORK: bool | None = None
 """How a ``WorkerPool`` made without ``fork`` starts its workers: ``None`` forked from this
 process where that is safe (``_forked.can_fork``), ``False`` as fresh interpreters, ``True``
 forked."""
+
+WARM_COPIES = True
+"""Whether a search's workers take copies of its warm test server (``WorkerSpec.warm_copies``)
+instead of starting their own (``False``: the benchmarks' baseline)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,9 @@ class WorkerSpec:
     agents: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     """Agent kinds the strategies use: (factory, config model) as registered in the controller's
     process (``agents.agent_entry``), registered again in the worker."""
+    warm_copies: bool = False
+    """The controller offers each worker a copy of the search's warm test server with its first
+    task (``WorkerPool.warm_source``): the worker starts no server of its own ahead."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,9 @@ class Task:
     """The search's warm test runner checked its first run against a cold one and they agreed
     (``WarmRunner.checked``): the worker's runner takes that check instead of making its own,
     one cold run fewer per worker."""
+    warm_copy: tuple[tuple[Any, ...], int] | None = None
+    """The server key and pid of a copy of the search's warm server (``WarmRunner.clone``)
+    for this worker: its socket follows the task on the connection."""
 
 
 @dataclass
@@ -167,6 +180,9 @@ class Outcome:
     cold_runs: int = 0
     """Test runs the worker's warm runner made warm and cold for this task (``WorkerPool``
     adds them up: the search's ``summary.json`` counts every worker's runs)."""
+    warm_servers: int = 0
+    """Warm servers the worker started for this task (none when it took a copy of the
+    search's)."""
     notes: tuple[str, ...] = ()
     """What the worker's warm test runner said (a fallback to cold runs), to be said again by
     the search: a worker's note is never silent."""
@@ -188,6 +204,9 @@ class WorkerPool:
             raise ValueError(f"a worker pool needs at least one worker, not {n}")
         self.on_note: Callable[[str], None] | None = None
         """Hears what the workers' warm test runners said."""
+        self.warm_source: Callable[[], WarmClone | None] | None = None
+        """Makes a copy of the search's warm test server for a worker (``spec.warm_copies``):
+        asked once per worker, at its first task."""
         self.n = n
         self.spec = spec
         for kind, entry in spec.agents.items():
@@ -208,6 +227,8 @@ class WorkerPool:
         """Test runs the workers made warm (``Outcome.warm_runs``)."""
         self.cold_runs = 0
         """Test runs the workers made cold (``Outcome.cold_runs``)."""
+        self.warm_servers = 0
+        """Warm servers the workers started (``Outcome.warm_servers``)."""
 
     @property
     def busy(self) -> int:
@@ -226,11 +247,24 @@ class WorkerPool:
         worker = next((w for w in self._workers if w.task is None), None)
         if worker is None:
             raise ValueError(f"every one of the {self.n} workers is busy")
+        copy: WarmClone | None = None
         try:
+            if not worker.offered and self.spec.warm_copies and self.warm_source is not None:
+                worker.offered = True
+                copy = self.warm_source()
+            if copy is not None:
+                task = dataclasses.replace(task, warm_copy=(copy.key, copy.pid))
             worker.conn.send(task)
+            if copy is not None:
+                multiprocessing.reduction.send_handle(
+                    worker.conn, copy.sock.fileno(), worker.proc.pid
+                )
         except BaseException:
             self.close(kill=True)
             raise
+        finally:
+            if copy is not None:
+                copy.sock.close()  # the worker holds it now: the copy ends with the worker
         worker.task = task
 
     def next_outcome(self) -> Outcome:
@@ -257,6 +291,7 @@ class WorkerPool:
             w.task = None
             self.warm_runs += out.warm_runs
             self.cold_runs += out.cold_runs
+            self.warm_servers += out.warm_servers
             if out.notes and self.on_note is not None:
                 for text in out.notes:
                     self.on_note(f"worker {self._workers.index(w)}: {text}")
@@ -304,6 +339,8 @@ class _Worker:
     conn: multiprocessing.connection.Connection
     task: Task | None = None
     """The task in hand (``None``: idle)."""
+    offered: bool = False
+    """A copy of the search's warm server was asked for this worker (``WorkerPool.submit``)."""
 
     @classmethod
     def start(cls, spec: WorkerSpec, *, fork: bool | None = None) -> _Worker:
@@ -466,6 +503,7 @@ def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> Non
     """Open the worker's folder and store, then answer tasks until told to stop."""
     broken: str | None = None
     notes: list[str] = []
+    servers_said = 0
     with lifecycle.scratch_dir("worker") as folder:
         store: ShadowStore | None = None
         scorer: Scorer | None = None
@@ -479,7 +517,7 @@ def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> Non
             cache = ScoreCache(spec.score_cache) if spec.score_cache else None
             scorer = Scorer.from_config(spec.scoring, spec.source, cache=cache)
             scorer.warm.on_note = notes.append
-            if scorer.search_spec is not None:
+            if scorer.search_spec is not None and not spec.warm_copies:
                 with contextlib.suppress(ScoringError):  # then the first run says it
                     warm_up(scorer.search_spec, store.workspace, scorer.warm)  # imports pytest
         except Exception as exc:  # noqa: BLE001 - said for every task instead
@@ -492,6 +530,8 @@ def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> Non
                     break
                 if task is None:
                     break
+                if task.warm_copy is not None:
+                    _adopt_copy(conn, task.warm_copy, scorer)
                 if broken is not None or store is None or scorer is None:
                     conn.send(Outcome(task.k, error=broken))
                     continue
@@ -505,6 +545,8 @@ def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> Non
                     out = Outcome(task.k, error=f"{type(exc).__name__}: {exc}\n{tb}")
                 out.warm_runs = scorer.warm.warm_runs - warm0
                 out.cold_runs = scorer.warm.cold_runs - cold0
+                out.warm_servers = scorer.warm.servers_started - servers_said
+                servers_said = scorer.warm.servers_started  # those started ahead included
                 if notes:
                     out = dataclasses.replace(out, notes=tuple(notes))
                     notes.clear()
@@ -514,6 +556,21 @@ def _serve(conn: multiprocessing.connection.Connection, spec: WorkerSpec) -> Non
                 scorer.close()  # its warm test server ends with the worker
             if store is not None:
                 store.close()
+
+
+def _adopt_copy(
+    conn: multiprocessing.connection.Connection,
+    copy: tuple[tuple[Any, ...], int],
+    scorer: Scorer | None,
+) -> None:
+    """Take the socket of the warm server's copy that follows the task and give it to the
+    worker's runner (a worker that could not start closes it: the copy ends)."""
+    sock = socket.socket(fileno=multiprocessing.reduction.recv_handle(conn))
+    if scorer is None:
+        sock.close()
+        return
+    key, pid = copy
+    scorer.warm.adopt(key, sock, pid)
 
 
 def expand(task: Task, store: ShadowStore, scorer: Scorer, spec: WorkerSpec) -> Outcome:

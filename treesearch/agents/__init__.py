@@ -176,6 +176,9 @@ class AgentContext:
     cache_dir: Path | None = None
     """A folder outside the workspace where the agent may keep caches between runs (e.g. fault
     localisation per tree hash); ``None``: no persistent cache."""
+    warm: Any = None
+    """The search's warm test runner (``scoring.warm.WarmRunner``) for test runs an agent makes
+    itself (the mutation agent's coverage run); ``None``: such runs are cold."""
 
     @property
     def workspace(self) -> Path:

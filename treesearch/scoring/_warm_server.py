@@ -262,6 +262,8 @@ def _run_request(request):
     if not getattr(sys.flags, "safe_path", False):
         if request["mode"] == "module":
             entries.insert(0, os.getcwd())
+        elif request["mode"] == "command":
+            entries.insert(0, "")  # ``python -c``: the current folder, as an empty entry
         else:
             entries.insert(0, os.path.dirname(os.path.realpath(request["target"])))
     sys.path[:] = entries
@@ -306,6 +308,10 @@ def _run_main(request):
         if request["mode"] == "module":
             sys.argv = ["-m"] + list(request["args"])
             runpy._run_module_as_main(request["target"], alter_argv=True)
+        elif request["mode"] == "command":
+            sys.argv = ["-c"] + list(request["args"])
+            main = sys.modules["__main__"]
+            exec(compile(request["target"], "<string>", "exec"), main.__dict__)
         else:
             script = request["target"]
             sys.argv = [request["argv0"]] + list(request["args"])

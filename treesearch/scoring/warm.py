@@ -51,6 +51,7 @@ WARM_MODES = ("auto", "on", "off")
 (warm where safe, unchecked), ``off`` (always cold)."""
 
 _MAX_SERVERS = 2
+_NOT_KEYED = frozenset({"PYTHONPATH", "PWD", "COVERAGE_FILE", "COVERAGE_CORE"})
 _MAX_FAILURES = 3
 
 
@@ -171,6 +172,13 @@ class WarmRunner:
         self.notes.append(text)
         if self.on_note is not None:
             self.on_note(text)
+
+    @property
+    def ready(self) -> bool:
+        """Runs go warm without a check of their own: ``on``, or ``auto`` once its first run
+        was checked (here or by the search: ``take_check``). A run of another command (an
+        agent's coverage run) uses the runner only then, never as the first run's check."""
+        return self._checked and not self._disabled
 
     @property
     def checked(self) -> bool:
@@ -428,11 +436,12 @@ class WarmRunner:
         without what a child sets for itself and what pytest reads only when a session starts
         (a per-run value there, a plugin's file, must not cost a new server per run), nor the
         shell's ``PWD`` (the run's folder: the workers of a parallel search, each in its own
-        folder, share copies of one server; the server itself runs in a scratch folder)."""
+        folder, share copies of one server; the server itself runs in a scratch folder), nor
+        coverage.py's data file and core (read when a coverage run starts, in the child)."""
         server_env = {
             k: v
             for k, v in env.items()
-            if k not in ("PYTHONPATH", "PWD") and not k.startswith(("TREESEARCH_", "PYTEST_"))
+            if k not in _NOT_KEYED and not k.startswith(("TREESEARCH_", "PYTEST_"))
         }
         return (launch.interpreter, tuple(sorted(server_env.items())))
 

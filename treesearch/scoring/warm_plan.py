@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Launch", "ShellEnv", "plan", "shell_env", "shell_execs"]
+__all__ = ["Launch", "ShellEnv", "plan", "register_boot", "shell_env", "shell_execs"]
 
 _SHELL_SPECIAL = re.compile(r"[$`;&|<>(){}*?\[\]~!#\n\r]")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
@@ -30,9 +30,10 @@ class Launch:
     interpreter: str
     """The Python the cold command runs (the server's interpreter)."""
     mode: str
-    """``module`` (``python -m pytest``) or ``script`` (a ``pytest`` script)."""
+    """``module`` (``python -m pytest``), ``script`` (a ``pytest`` script) or ``command``
+    (``python -c`` with a program of treesearch's own: ``register_boot``)."""
     target: str
-    """The module name, or the script's path."""
+    """The module name, the script's path, or the ``-c`` program."""
     args: tuple[str, ...]
     """pytest's arguments."""
     orig_argv: tuple[str, ...]
@@ -41,6 +42,16 @@ class Launch:
     """``sys.argv[0]`` of a script."""
     shell: bool = False
     """The command is a shell line: a signal's death reads as the shell reports it."""
+
+
+_BOOTS: set[str] = set()
+
+
+def register_boot(code: str) -> None:
+    """Let ``python -c code ...`` run warm: ``code`` is a program of treesearch's own that runs
+    pytest as ``python -m pytest`` would (the fault localisation's coverage run). No other
+    ``-c`` program does: the warm child runs it in a process that has imported pytest."""
+    _BOOTS.add(code)
 
 
 def plan(command: str | Sequence[str], env: Mapping[str, str], cwd: str) -> Launch | str:
@@ -68,6 +79,10 @@ def plan(command: str | Sequence[str], env: Mapping[str, str], cwd: str) -> Laun
         interpreter = _find(first, path, cwd)
         if interpreter is None:
             return f"{first} was not found"
+        if len(words) >= 3 and words[1] == "-c" and words[2] in _BOOTS:
+            return Launch(
+                interpreter, "command", words[2], tuple(words[3:]), (first, *words[1:]), shell=shell
+            )
         if len(words) < 3 or words[1] != "-m" or words[2] != "pytest":
             return "only `python -m pytest ...` runs warm (no interpreter options)"
         return Launch(

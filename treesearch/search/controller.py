@@ -328,9 +328,9 @@ class Controller:
             siblings=tuple(self._siblings(choice.node)),
             test_spec=self.scorer.search_spec,
             run_tests=self._run_tests_tool(),
-            # Beside the stores, not in one: a search of a fresh copy (workspace.copy) gets a new
-            # store, and agent caches (model responses, fault localisation) are keyed by content.
+            # Beside the stores (a copied workspace gets a new store); keyed by content.
             cache_dir=self.store.path.parent / "agent-cache",
+            warm=getattr(self.scorer, "warm", None),
         )
         t = time.perf_counter()
         try:

@@ -628,6 +628,7 @@ def expand(task: Task, store: ShadowStore, scorer: Scorer, spec: WorkerSpec) -> 
         test_spec=scorer.search_spec,
         run_tests=run_tests,
         cache_dir=Path(spec.agent_cache) if spec.agent_cache else None,
+        warm=scorer.warm,
     )
     t = time.perf_counter()
     try:

@@ -14,9 +14,11 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from treesearch import lifecycle
 from treesearch.scoring import TestRun, TestSpec, run_tests
+from treesearch.scoring.warm_plan import register_boot
 
 __all__ = ["CoverageRun", "Wrapped", "run_with_coverage", "wrap"]
 
@@ -63,6 +65,7 @@ _BOOT = (
     f"sys.exit(main(['run', '--rcfile=' + rc, '-m', 'pytest', '-p', '{_PLUGIN_MODULE}', "
     "*sys.argv[4:]]))"
 )
+register_boot(_BOOT)  # it runs pytest as `python -m pytest` would: a warm child may run it
 _PYTHON_WORD = re.compile(r"^python(\d+(\.\d+)*)?$")
 _PYTEST_WORD = re.compile(r"^py\.?test$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -117,8 +120,11 @@ class CoverageRun:
 
 
 def run_with_coverage(
-    spec: TestSpec, workspace: Path, wrapped: Wrapped, timeout: float
+    spec: TestSpec, workspace: Path, wrapped: Wrapped, timeout: float, *, warm: Any = None
 ) -> CoverageRun:
+    """The tests of ``spec`` under coverage, one context per test. ``warm``: the search's warm
+    test runner (``scoring.warm.WarmRunner``), used once it is ``ready`` (a coverage run is
+    never the first run's check)."""
     from coverage import CoverageData  # imported here: only this path needs coverage.py
 
     with lifecycle.scratch_dir("fl") as tmp:
@@ -162,7 +168,8 @@ def run_with_coverage(
             tests=spec.tests,
             runner="pytest",
         )
-        run = run_tests(run_spec, workspace)
+        ready = warm is not None and warm.ready
+        run = run_tests(run_spec, workspace, warm=warm if ready else None)
         log: list[list[str]] = []
         with contextlib.suppress(OSError):
             log = [

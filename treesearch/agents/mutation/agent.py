@@ -323,6 +323,7 @@ class MutationAgent:
             cache_dir=cache / "localize" if cache is not None else None,
             timeout=_remaining(ctx),
             accept_inherited=not self.relocalize,
+            warm=ctx.warm,
         )
 
     def _next_edit(

@@ -305,15 +305,16 @@ def _spectrum(
     use_coverage: bool,
     timeout: float,
     exclude: Sequence[str],
+    warm: Any = None,
 ) -> _Spectrum:
     cwd = (workspace / spec.cwd).resolve()
     files = _Files(workspace, cwd, exclude)
-    cov, note, env_failure = _covered_run(spec, workspace, cwd, files, use_coverage, timeout)
+    cov, note, env_failure = _covered_run(spec, workspace, cwd, files, use_coverage, timeout, warm)
     usable = cov if cov is not None and not cov.problem else None
     if cov is not None and (usable is not None or cov.run.tests or cov.run.timed_out):
         run = cov.run
     else:  # no coverage, or coverage kept the tests from running: run them as they are
-        run = _plain_run(spec, workspace, timeout)
+        run = _plain_run(spec, workspace, timeout, warm)
     failed, texts, outcome_note = _outcomes(usable, run)
     failing = sorted(t for t, f in failed.items() if f)
     passing = sum(1 for f in failed.values() if not f)
@@ -346,6 +347,7 @@ def _covered_run(
     files: _Files,
     use_coverage: bool,
     timeout: float,
+    warm: Any,
 ) -> tuple[CoverageRun | None, str, bool]:
     """The test run under coverage when it can be had: (run or None, note, whether the
     environment failed)."""
@@ -356,7 +358,7 @@ def _covered_run(
         return None, f"coverage not used: {wrapped}", False
     files.exclude = files.exclude + _path_args(cwd, wrapped.args, files.root)
     try:
-        cov = run_with_coverage(spec, workspace, wrapped, timeout)
+        cov = run_with_coverage(spec, workspace, wrapped, timeout, warm=warm)
     except ImportError:
         return None, "coverage not used: coverage.py is not installed here", True
     if cov.problem:
@@ -427,8 +429,10 @@ def _count_near_calls(
                 _bump(counts, rel, head, 3)
 
 
-def _plain_run(spec: TestSpec, workspace: Path, timeout: float) -> TestRun:
-    return run_tests(replace(spec, timeout=min(spec.timeout, timeout)), workspace)
+def _plain_run(spec: TestSpec, workspace: Path, timeout: float, warm: Any) -> TestRun:
+    ready = warm is not None and warm.ready
+    spec = replace(spec, timeout=min(spec.timeout, timeout))
+    return run_tests(spec, workspace, warm=warm if ready else None)
 
 
 def _lines_per_context(
@@ -551,12 +555,14 @@ def localize(
     cache_dir: str | os.PathLike[str] | None = None,
     timeout: float | None = None,
     accept_inherited: bool = True,
+    warm: Any = None,
 ) -> Localization:
     """Rank the statement lines of ``workspace``'s project files by suspiciousness.
 
     ``tree`` (the workspace's tree hash) enables the cache; ``cache_dir`` makes it persistent.
     ``timeout`` caps the test run below ``spec.timeout``. ``accept_inherited=False`` ignores a
-    cached ranking that ``inherit`` derived from an ancestor and runs the tests instead. Raises
+    cached ranking that ``inherit`` derived from an ancestor and runs the tests instead.
+    ``warm``: a ``scoring.warm.WarmRunner`` for the test run, once it is ``ready``. Raises
     ``ValueError`` for an unknown ``formula`` and ``treesearch.errors.ScoringError`` when the
     tests cannot be run at all (a ``cwd`` that is not a folder of the workspace).
     """
@@ -581,7 +587,7 @@ def localize(
             if spectrum is None:
                 left = max(0.001, limit - (time.monotonic() - t0))
                 spectrum = _spectrum(
-                    ws, spec, use_coverage=use_coverage, timeout=left, exclude=exclude
+                    ws, spec, use_coverage=use_coverage, timeout=left, exclude=exclude, warm=warm
                 )
                 # A run cut short by the caller's own deadline says little about the state,
                 # and a failure of the environment must not outlive it: neither is cached.

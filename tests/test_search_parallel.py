@@ -23,6 +23,7 @@ from treesearch.app import resume
 from treesearch.config import DEFAULT_EXCLUDES, apply_overrides, validate
 from treesearch.errors import ConfigError, SearchError, StoreError
 from treesearch.runs import read_events
+from treesearch.search import batch as batch_mod
 from treesearch.search import graph as G
 from treesearch.search._forked import PROCESS_NAME
 from treesearch.search.batch import dispatched, next_to_send, select_batch, share_test_runs
@@ -177,6 +178,68 @@ def test_select_batch_mcts_virtual_loss_spreads_over_the_children() -> None:
     batch = select_batch(pick, g, seed=0, k0=0, n=2, strategies={"s1": 1, "s2": 1}, max_depth=None)
     # Without the virtual loss of the first choice, both would descend to the same child.
     assert {c.node for c in batch} == {"a", "b"}
+
+
+@pytest.mark.parametrize("policy", ["bfs", "best_first", "beam", "mcts", "random"])
+def test_a_pending_attempt_of_a_dependent_strategy_holds_its_pair_from_the_next_choices(
+    policy: str,
+) -> None:
+    """Chosen ahead, a second attempt of a sampled strategy whose attempts depend on each other
+    (``s2``) would wait for the first (``next_to_send``) and keep a worker idle: while the first
+    is pending the pair is held, and the choice goes to other pairs. An independent strategy's
+    attempts (``agents.attempts_independent``) are chosen as before."""
+    g = small_graph()
+    strategies = {"s1": 1, "s2": 3, "s3": 1}
+    pick = make_policy(policy)
+    first = Choice("r", "s2", 0, ("r",))
+    view = batch_mod.pending_view(g, [first], independent=frozenset())
+    assert view.nodes["r"]["held"] == ("s2",) and "held" not in g.nodes["r"]
+
+    def choices(independent: frozenset[str]) -> set[tuple[str, str, int]]:
+        out = set()
+        for k in range(40):
+            c = batch_mod.select_one(
+                pick,
+                g,
+                [first],
+                seed=k,
+                k=k,
+                strategies=strategies,
+                max_depth=None,
+                independent=independent,
+            )
+            assert c is not None
+            out.add((c.node, c.strategy, c.attempt))
+        return out
+
+    assert not {c for c in choices(frozenset()) if c[:2] == ("r", "s2")}
+    if policy in ("bfs", "random"):  # these choose the root's next attempt when free to
+        assert ("r", "s2", 1) in choices(frozenset({"s2"}))
+
+
+def test_parallel_search_never_has_two_attempts_of_a_dependent_pair_unfinished(
+    tmp_path: Path,
+) -> None:
+    """The dispatch events of a parallel search with a sampled (dependent) strategy: no
+    expansion is chosen while another attempt of its node and strategy is chosen and not
+    recorded, so no worker waits for one."""
+    proj = make_project(tmp_path)
+    cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
+    cfg["strategies"] = {"again": {"kind": "test-tally", "samples": 3}, **cfg["strategies"]}
+    cfg["search"]["workers"] = 2
+    cfg["search"]["budget"] = {"expansions": 10}
+    out = run(cfg, tmp_path)
+    unrecorded: dict[int, tuple[str, str]] = {}
+    recorded = 0
+    for ev in read_events(out.run_dir / "events.jsonl").events:
+        if ev["event"] == "dispatch":
+            pair = (ev["node"], ev["strategy"])
+            assert pair not in unrecorded.values(), ev
+            unrecorded[int(ev["k"])] = pair
+        elif ev["event"] == "expansion":
+            unrecorded.pop(recorded, None)
+            recorded += 1
+    assert recorded == 10
 
 
 def test_share_test_runs_never_promises_more_than_is_left() -> None:
@@ -353,19 +416,26 @@ def test_parallel_search_runs_the_attempts_of_a_node_one_after_another_as_sequen
     """Regression: two attempts of one sampled strategy on one node ran at once in two workers,
     so an agent that keeps state per node (the mutation agent's log of the programs a node
     produced, its fault localisation) saw or missed the other's by timing: the graph depended
-    on which worker was faster, and both paid the localisation."""
+    on which worker was faster, and both paid the localisation. Each attempt now finds every
+    earlier attempt of its node on record (its tally), and two runs give one graph."""
     graphs = []
-    for workers in (1, 2):
-        base = tmp_path / f"w{workers}"
+    for run_no in range(2):
+        base = tmp_path / f"run{run_no}"
         proj = make_project(base)
         cfg = config(base, proj, policy="bfs", stop_on_perfect=False)
         cfg["strategies"] = {"tally": {"kind": "test-tally", "samples": 3}}
-        cfg["search"]["workers"] = workers
-        cfg["search"]["budget"] = {"expansions": 3}
+        cfg["search"]["workers"] = 2
+        cfg["search"]["budget"] = {"expansions": 4}
         out = run(cfg, base)
-        children = list(out.graph.successors(G.root_of(out.graph)))
-        assert len(children) == 3  # tallies 0, 1, 2: three states, no transposition
-        graphs.append(to_json(out.graph, stable=True))
+        g = out.graph
+        store = ShadowStore.open(proj, home=base / "home")
+        for parent, child in g.edges:
+            dest = base / "seen" / child
+            store.materialize(g.nodes[child]["commit"], dest)
+            attempt = g.edges[parent, child]["attempt"]
+            assert (dest / "tally.txt").read_text() == f"{attempt}\n", (parent, child)
+        store.close()
+        graphs.append(to_json(g, stable=True))
     assert graphs[0] == graphs[1]
 
 

@@ -35,12 +35,21 @@ __all__ = [
 ]
 
 
-def pending_view(g: nx.DiGraph, pending: Sequence[Choice]) -> nx.DiGraph:
-    """A copy of ``g`` with ``pending`` marked as started (see the module's text)."""
+def pending_view(
+    g: nx.DiGraph, pending: Sequence[Choice], independent: Container[str] | None = None
+) -> nx.DiGraph:
+    """A copy of ``g`` with ``pending`` marked as started (see the module's text). With
+    ``independent`` given, a pending attempt of a strategy not in it (``agents.
+    attempts_independent``) also holds its (node, strategy) pair: the node's ``held`` names it,
+    and no policy chooses another attempt of it until it is recorded (``policies._untried``).
+    Such an attempt would wait for the pending one anyway (``next_to_send``), keeping a worker
+    idle; the choice goes elsewhere meanwhile."""
     view = g.copy()  # fresh attribute dicts per node; nested values copied where changed
     for c in pending:
         d = view.nodes[c.node]
         d["tried"] = {**d["tried"], c.strategy: d["tried"].get(c.strategy, 0) + 1}
+        if independent is not None and c.strategy not in independent:
+            d["held"] = (*d.get("held", ()), c.strategy)
         for n in c.path:
             view.nodes[n]["visits"] = view.nodes[n]["visits"] + 1
     return view
@@ -55,9 +64,11 @@ def select_one(
     k: int,
     strategies: Mapping[str, int],
     max_depth: int | None,
+    independent: Container[str] | None = None,
 ) -> Choice | None:
-    """The choice for expansion ``k`` while ``pending`` are in flight (``None``: nothing)."""
-    view = pending_view(g, pending) if pending else g
+    """The choice for expansion ``k`` while ``pending`` are in flight (``None``: nothing);
+    ``independent``: see ``pending_view``."""
+    view = pending_view(g, pending, independent) if pending else g
     rng = random.Random(f"{seed}:{k}")
     return policy(view, rng, strategies=strategies, max_depth=max_depth)
 

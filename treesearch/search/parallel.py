@@ -95,6 +95,11 @@ WARM_COPIES = True
 """Whether a search's workers take copies of its warm test server (``WorkerSpec.warm_copies``)
 instead of starting their own (``False``: the benchmarks' baseline)."""
 
+HOLD = True
+"""Whether an attempt chosen and not recorded holds its (node, strategy) pair from further
+choices when its agent's attempts depend on each other (``batch.pending_view``); ``False``:
+the benchmarks' baseline, where such an attempt is chosen and waits (``batch.next_to_send``)."""
+
 
 @dataclass(frozen=True)
 class WorkerSpec:
@@ -427,7 +432,7 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
                 pending = [chosen[k].choice for k in sorted(chosen)]
                 choice = select_one(
                     ctl.policy, g, pending, seed=ctl.seed, k=next_k, strategies=strategies,
-                    max_depth=budget.max_depth,
+                    max_depth=budget.max_depth, independent=independent if HOLD else None,
                 )  # fmt: skip
             if choice is None or share == 0:
                 return None  # tried again once the next result is recorded

@@ -44,6 +44,7 @@ def _untried(
         return []
     tried = d["tried"]
     done = {x["strategy"] for x in d.get("noops", ()) if x.get("exhausted")}
+    done.update(d.get("held", ()))  # an attempt in flight must answer first (batch.pending_view)
     return [s for s, samples in strategies.items() if tried.get(s, 0) < samples and s not in done]
 
 

@@ -12,14 +12,14 @@ imports (root test, worker start, final restore), measured around ``run_from_con
     python experiments/benchmarks/throughput_workers.py [--expansions 24] [--repeat 2]
         [--spawn-too] [--json FILE]
 
-Target: ratio >= 1.7 on a 2-core machine. Which budget is the honest measure: 24 expansions is
-what ``throughput.py`` runs by default, and about 2 s of work at workers=1, so fixed costs
-weigh in it (the root's test and its warm-vs-cold check, which no worker can share, two warm
-test servers instead of one) as does the start of a parallel best-first search, which chooses
-ahead before the root's best child exists and so expands more new states per expansion (21 test
-runs against 14 at 24 expansions; 42 against 42 at 60). Throughput, the number a user with
-hundreds of expansions to run cares for, is the longer budget (``--expansions 120``); both are
-reported. ``--spawn-too`` also runs workers=2 with workers started as fresh interpreters (how
+Target: ratio >= 1.7 on a 2-core machine. Which budget is the honest measure: 24 expansions
+is about 1.3 s of work at workers=1, of which the root's test and its warm-vs-cold check (~0.4
+s) cannot be shared by workers: even a perfect split of the rest gives at most ~1.5x there (the
+``ceiling`` printed beside each ratio), and a parallel best-first search, choosing ahead before
+the root's best child exists, expands more new states per expansion (21 test runs against 14).
+Throughput, the number a user with hundreds of expansions to run cares for, is the longer
+budget (``--expansions 120``: every cost still counted, start-up included); ``throughput.py``
+reports both and judges the target on the longer one. ``--spawn-too`` also runs workers=2 with workers started as fresh interpreters (how
 they start where ``fork`` is not used), alternating with the others: the cost of start-up.
 
 Also printed: test runs per second, and the CPU seconds of the whole search (this process, the
@@ -136,6 +136,11 @@ def measure(expansions: int = 24, repeat: int = 2, *, spawn_too: bool = False) -
         }
     w1, w2 = out["workers_1"], out["workers_2"]
     out["ratio"] = round(w2["per_second"] / w1["per_second"], 3)
+    # Amdahl: the root's test (and the warm check) is serial; with the rest of workers=1's
+    # search split perfectly over two workers, no more than this ratio is possible.
+    whole = statistics.median(r["seconds"] for r in w1["runs"])
+    serial = min(w1["root_seconds"], whole)
+    out["ceiling"] = round(whole / (serial + (whole - serial) / 2), 3)
     out["test_runs_ratio"] = round(w2["test_runs_per_second"] / w1["test_runs_per_second"], 3)
     out["cpu_ratio"] = round(w2["cpu_per_expansion"] / w1["cpu_per_expansion"], 3)
     if spawn_too:
@@ -179,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(
         f"ratio workers=2 / workers=1 at {result['expansions']} expansions: {result['ratio']:.2f}x "
-        f"(target >= {result['target']}x)"
+        f"(target >= {result['target']}x; with the root's test serial and the rest split "
+        f"perfectly, at most {result['ceiling']:.2f}x)"
     )
     if "spawn_ratio" in result:
         print(f"same, workers started as fresh interpreters: {result['spawn_ratio']:.2f}x")

@@ -473,29 +473,14 @@ def test_parallel_search_gives_an_idle_worker_its_next_task_before_recording_res
     assert seen == {0: True}
 
 
-def test_parallel_search_workers_take_the_search_warm_check_instead_of_a_cold_run(
-    tmp_path: Path,
-) -> None:
-    """The search's first test run (the root) is made cold and warm and compared (``scoring.warm:
-    auto``); a worker takes that check instead of making its own first run twice. The search's
-    summary counts every worker's runs."""
-    proj = make_project(tmp_path)
-    cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
-    cfg["scoring"]["warm"] = "auto"
-    cfg["search"]["workers"] = 2
-    cfg["search"]["budget"] = {"expansions": 5}
-    out = run(cfg, tmp_path)
-    warm = json.loads((out.run_dir / "summary.json").read_text())["warm"]
-    assert warm["notes"] == []
-    assert warm["cold_runs"] == 1  # the root's check, and no worker's
-    assert warm["warm_runs"] == out.usage.test_runs  # the root's check and each worker run
-
-
 def test_parallel_search_workers_run_on_copies_of_the_search_warm_server(tmp_path: Path) -> None:
-    """The search starts one warm server (for the root's test); each worker takes a copy of it,
-    forked by that server, with its first task instead of starting one of its own (a start
-    imports pytest: a fraction of a CPU second per worker). A resumed search, whose root is not
-    tested again, starts its server when the first task goes out, and copies it the same way."""
+    """The search's first test run (the root) is made cold and warm and compared (``scoring.warm:
+    auto``); a worker takes that check instead of making its own first run twice, and the
+    search's summary counts every worker's runs. The search starts one warm server (for the
+    root's test); each worker takes a copy of it, forked by that server, with its first task
+    instead of starting one of its own (a start imports pytest: a fraction of a CPU second per
+    worker). A resumed search, whose root is not tested again, starts its server when the first
+    task goes out, and copies it the same way."""
     proj = make_project(tmp_path)
     cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
     cfg["scoring"]["warm"] = "auto"
@@ -505,7 +490,8 @@ def test_parallel_search_workers_run_on_copies_of_the_search_warm_server(tmp_pat
     warm = json.loads((out.run_dir / "summary.json").read_text())["warm"]
     assert warm["notes"] == []
     assert (warm["servers_started"], warm["server_copies"]) == (1, 2)
-    assert warm["cold_runs"] == 1 and warm["warm_runs"] == out.usage.test_runs
+    assert warm["cold_runs"] == 1  # the root's check, and no worker's
+    assert warm["warm_runs"] == out.usage.test_runs  # the root's check and each worker run
     again = resume(out.run_dir, ["search.budget.expansions=8"], home=tmp_path / "home")
     assert again.usage.expansions == 8
     warm = json.loads((out.run_dir / "summary.json").read_text())["warm"]
@@ -647,9 +633,10 @@ def my_warm_servers() -> list[int]:
 
 
 def test_warm_up_starts_the_server_the_first_run_then_uses(tmp_path: Path) -> None:
-    """A worker starts its warm server (``runner.warm_up``) as soon as it is up, while the root
-    is tested: its first test run then finds the server started, instead of waiting for a
-    server to import pytest, and starts no second one."""
+    """A server started ahead (``runner.warm_up``: the search's own, for copies to the workers
+    of a resumed search) imports pytest while other work goes on: the first test run then
+    finds it started, instead of waiting for a server to import pytest, and starts no second
+    one."""
     import sys
 
     from treesearch.scoring import TestSpec, run_tests

@@ -716,6 +716,7 @@ def _clone(sock, fds, spare, settings, deny, base_path):
                 spare[1].close()  # the spare child is this server's
             for fd in fds[1:]:
                 os.close(fd)
+            del _CLONES[:]  # the server's other copies are not this one's children
             os.setsid()
             client = socket.socket(fileno=fds[0])
             _send(client, dict(_HELLO, pid=os.getpid(), threaded=None, **_state(_SITE_DIRS)))

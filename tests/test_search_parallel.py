@@ -25,6 +25,7 @@ from treesearch.errors import ConfigError, SearchError, StoreError
 from treesearch.runs import read_events
 from treesearch.search import batch as batch_mod
 from treesearch.search import graph as G
+from treesearch.search import parallel
 from treesearch.search._forked import PROCESS_NAME
 from treesearch.search.batch import dispatched, next_to_send, select_batch, share_test_runs
 from treesearch.search.graph import to_json
@@ -473,14 +474,20 @@ def test_parallel_search_gives_an_idle_worker_its_next_task_before_recording_res
     assert seen == {0: True}
 
 
-def test_parallel_search_workers_run_on_copies_of_the_search_warm_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fork", [None, False], ids=["forked", "fresh interpreters"])
+def test_parallel_search_workers_run_on_copies_of_the_search_warm_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork: bool | None
+) -> None:
     """The search's first test run (the root) is made cold and warm and compared (``scoring.warm:
     auto``); a worker takes that check instead of making its own first run twice, and the
     search's summary counts every worker's runs. The search starts one warm server (for the
     root's test); each worker takes a copy of it, forked by that server, with its first task
     instead of starting one of its own (a start imports pytest: a fraction of a CPU second per
     worker). A resumed search, whose root is not tested again, starts its server when the first
-    task goes out, and copies it the same way."""
+    task goes out, and copies it the same way. Regression: workers started as fresh
+    interpreters got the C environment, where a library had set variables Python's
+    ``os.environ`` does not show (``LINES``, ``COLUMNS``), and so started servers of their own."""
+    monkeypatch.setattr(parallel, "FORK", fork)
     proj = make_project(tmp_path)
     cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
     cfg["scoring"]["warm"] = "auto"

@@ -372,6 +372,10 @@ class _Worker:
                     + [json.dumps(sys.path)],
                     pass_fds=(theirs.fileno(),),
                     stdin=subprocess.DEVNULL,
+                    # This process's environment as Python sees it: a library may have set
+                    # variables in the C environment only (LINES, COLUMNS), and a worker with
+                    # another environment would not share the search's warm server.
+                    env=dict(os.environ),
                 )
         finally:
             theirs.close()

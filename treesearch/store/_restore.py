@@ -143,7 +143,7 @@ class Restorer:
         # Every file is written: the restore is complete whatever happens next. The index
         # is only git's stat cache; if it cannot be updated (a full disk), the next scan
         # finds the rewritten files by their changed stat data.
-        warning = self._sync_index_or_forget(plan, target.tree)
+        warning = self._sync_index_or_forget(plan, target.tree, pruned)
         try:
             self.catalogue.bump(last=target.commit, undo=safety.commit)
             self.journal.unlink()
@@ -285,8 +285,9 @@ class Restorer:
                 tree.mkdirs(d)
         return pruned
 
-    def _sync_index(self, plan: Plan, tree: TreeHash) -> None:
-        """Tell the index what the restore changed (it now holds ``tree``).
+    def _sync_index(self, plan: Plan, tree: TreeHash, pruned: list[str]) -> None:
+        """Tell the index what the restore changed (it now holds ``tree``; ``pruned``: the
+        folders it removed).
 
         One ``update-index --index-info`` with the blob ids the plan already knows: nothing is
         hashed again. The entries carry no stat data, which is fine: our own stat cache decides
@@ -317,17 +318,17 @@ class Restorer:
             [(p, oid) for p, _mode, oid, _perm in plan.writes],
             {p for p, *_ in plan.writes} | {p for p, _ in plan.chmods},
             plan.deletes,
-            [*plan.prune, *plan.mkdirs],
+            [*pruned, *plan.mkdirs],  # (a folder it could not prune is as it was)
             tree,
             update_index,
             entries,
         )
 
-    def _sync_index_or_forget(self, plan: Plan, tree: TreeHash) -> str | None:
+    def _sync_index_or_forget(self, plan: Plan, tree: TreeHash, pruned: list[str]) -> str | None:
         """``_sync_index`` after the files are written; a failure (a full disk) only costs the
         cache: it is forgotten, and the warning says so."""
         try:
-            self._sync_index(plan, tree)
+            self._sync_index(plan, tree, pruned)
             return None
         except (GitFailed, OSError) as exc:
             self.scanner.forget_index()
@@ -347,8 +348,7 @@ class Restorer:
         self.scanner.forget_index()
         scan = Scan(target.tree, self.scanner.walk(verify=True), 0, 0.0)
         back = self.plan(scan, safety)
-        self.execute(back, token)
-        self._sync_index_or_forget(back, safety.tree)
+        self._sync_index_or_forget(back, safety.tree, self.execute(back, token))
         with contextlib.suppress(FileNotFoundError):
             self.journal.unlink()
 
@@ -389,8 +389,7 @@ class Restorer:
         plan = Plan()
         try:
             plan = self.plan(self.scanner.scan(verify=True), snap)
-            self.execute(plan, token)
-            self._sync_index_or_forget(plan, snap.tree)
+            self._sync_index_or_forget(plan, snap.tree, self.execute(plan, token))
             return True
         except (RestoreError, OSError, GitFailed):
             self._cleanup_temps(token, [p for p, *_ in plan.writes])

@@ -80,10 +80,12 @@ LOCAL_FILESYSTEMS = frozenset(
 
 @dataclass
 class Changes:
-    """Folders to re-list (``dirty``) and folders to walk from scratch (``fresh``)."""
+    """Folders to re-list (``dirty``), folders to walk from scratch (``fresh``), and per folder
+    the names of the entries an event named (``names``: those alone need a look)."""
 
     dirty: set[str] = field(default_factory=set)
     fresh: set[str] = field(default_factory=set)
+    names: dict[str, set[str]] = field(default_factory=dict)
     events: int = 0
 
 
@@ -185,9 +187,9 @@ class Inotify:
                 if rel is None:
                     continue  # a watch we dropped
                 if name:
-                    changes.dirty.add(rel)
+                    child = os.fsdecode(name)
+                    changes.names.setdefault(rel, set()).add(child)
                     if mask & IN_ISDIR and mask & _ENTRY_CHANGED:
-                        child = os.fsdecode(name)
                         changes.fresh.add(rel + "/" + child if rel else child)
                 elif mask & _SELF_GONE:
                     if not rel:

@@ -178,6 +178,65 @@ def test_the_long_lived_cat_file_reads_objects_written_after_it_started_loose_an
         reader.close()
 
 
+def test_blobs_asked_for_ahead_are_read_in_one_round_trip_and_any_other_order_still_reads_right(
+    tmp_path: Path,
+) -> None:
+    """``ask_ahead`` sends every request at once (a restore's files: one round trip to
+    ``cat-file``, not one each); a read in another order, a missing object or a reader that
+    fails part-way through an answer drops what was asked and the next reads are right."""
+    git_dir, env = _repo(tmp_path)
+    blobs = {_blob(env, f"blob {i}\n".encode() * (i + 1)): f"blob {i}\n".encode() * (i + 1)
+             for i in range(6)}  # fmt: skip
+    oids = list(blobs)
+    _pack(env, git_dir, oids)
+    loose = _blob(env, b"a loose one\n")
+    blobs[loose] = b"a loose one\n"
+    reader = ObjectReader(
+        _git.GitRunner(git_dir, tmp_path, tmp_path / "i"), lambda: git_dir / "objects"
+    )
+    requests: list[bytes] = []
+    try:
+        assert reader.read(oids[0]) == blobs[oids[0]]
+        proc = reader._proc
+        assert proc is not None and proc.stdin is not None
+        real_write = proc.stdin.write
+
+        def write(data: bytes) -> int:
+            requests.append(bytes(data))
+            return real_write(data)
+
+        proc.stdin.write = write  # type: ignore[method-assign]
+        asked = [*oids, loose]
+        reader.ask_ahead(asked)
+        assert [reader.read(o) for o in asked] == [blobs[o] for o in asked]
+        assert len(requests) == 1 and reader.started == 1  # one write of every request
+        # Out of order: the answers asked for are dropped with the process.
+        reader.ask_ahead(oids[:3])
+        assert reader.read(oids[2]) == blobs[oids[2]]
+        assert reader.read(oids[0]) == blobs[oids[0]]
+        assert reader.started == 2
+        # A missing object among them: it is missing, the others still read.
+        gone = "0123456789abcdef0123456789abcdef01234567"
+        reader.ask_ahead([gone, oids[1]])
+        with pytest.raises(MissingObject):
+            reader.read(gone)
+        assert reader.read(oids[1]) == blobs[oids[1]]
+
+        # A reader that fails half-way through an answer (a full disk).
+        class Full:
+            def write(self, data: bytes) -> int:
+                raise OSError(28, "No space left on device")
+
+        reader.ask_ahead(oids[3:])
+        with pytest.raises(OSError, match="No space"):
+            reader.read_to(oids[3], Full())
+        # The next one asked for reads right (not the rest of the failed answer).
+        assert [reader.read(o) for o in oids[4:]] == [blobs[o] for o in oids[4:]]
+        assert reader.read(oids[3]) == blobs[oids[3]]
+    finally:
+        reader.close()
+
+
 def test_hashing_a_file_changed_since_the_walk_is_left_to_git(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("walked\n")
     st = os.lstat(tmp_path / "f")

@@ -22,11 +22,11 @@ from pathlib import Path
 from treesearch.errors import RecoveryError, RestoreError
 from treesearch.store._catalogue import Catalogue
 from treesearch.store._errors import describe, one_line
-from treesearch.store._fs import SafeTree, UnsafePathError, atomic_write
+from treesearch.store._fs import SafeTree, UnsafePathError
 from treesearch.store._git import GitFailed, GitRunner
 from treesearch.store._restore_check import checked_scan
 from treesearch.store._scan import Scan, Scanner
-from treesearch.store._trees import Trees
+from treesearch.store._trees import AHEAD_MAX, Trees
 from treesearch.store._walk import MODE, WalkResult, default_mode
 from treesearch.store.values import RestoreResult, Snapshot
 from treesearch.types import TreeHash
@@ -87,12 +87,28 @@ class Restorer:
         t0 = time.perf_counter()
         if self.journal.exists():
             self.recover()
+        try:
+            return self._restore(target, t0)
+        finally:
+            # The safety snapshot's record waits for the restore's own (one write of the state
+            # file): a restore that fails before that writes it here.
+            self.catalogue.defer_save = False
+            with contextlib.suppress(OSError):
+                self.catalogue.save_pending()
+
+    def _restore(self, target: Snapshot, t0: float) -> RestoreResult:
         token = secrets.token_hex(4)
         try:
             # Every file the plan changes is checked against its stat data on disk: the safety
             # snapshot holds it as it is, even after a change no event reports.
-            scan, plan = checked_scan(self.scanner, lambda s: self.plan(s, target))
-            safety = self.safety(scan)
+            # The safety scan's new objects and its snapshot's commit go into one pack.
+            with self.trees.one_pack(self.scanner.forget_index):
+                scan, plan = checked_scan(self.scanner, lambda s: self.plan(s, target))
+                # Its commit and ref are written now; the state file (which names it the last
+                # snapshot) waits for the end of the restore, or its journal names it.
+                self.catalogue.defer_save = True
+                safety = self.safety(scan)
+                self.catalogue.defer_save = False
             if not plan.empty:
                 self._write_journal(token, target.commit, safety.commit, plan)
         except (GitFailed, OSError) as exc:
@@ -244,8 +260,22 @@ class Restorer:
         }
         # Not durable: the journal guards against the process dying (SIGKILL, OOM), which
         # leaves the page cache intact; like git's own objects, it does not claim power-loss
-        # durability.
-        atomic_write(self.journal, json.dumps(data))
+        # durability. Written in place, not renamed into place: a kill while it is written
+        # leaves a part of it, which is never JSON (the object's closing brace comes last), and
+        # ``recover`` discards it (nothing in the workspace was written yet).
+        raw = json.dumps(data).encode()
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(self.journal, flags, 0o644)
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view) :]
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                self.journal.unlink()
+            raise
+        os.close(fd)
 
     # ------------------------------------------------------------------ execution
 
@@ -257,7 +287,9 @@ class Restorer:
                 tree.unlink(path)
             pruned = [d for d in plan.prune if tree.rmdir(d)]
             deferred: list[tuple[str, Callable[[int], None], int]] = []
-            for path, mode, oid, perm in plan.writes:
+            for i, (path, mode, oid, perm) in enumerate(plan.writes):
+                if i % AHEAD_MAX == 0:  # one round trip to cat-file per AHEAD_MAX files
+                    blobs.ask_ahead([w[2] for w in plan.writes[i : i + AHEAD_MAX]])
                 if mode == 0o120000:
                     tree.write_symlink(path, blobs.read(oid), token)
                     continue
@@ -365,7 +397,7 @@ class Restorer:
         except FileNotFoundError:
             return None
         except ValueError:
-            journal.unlink()  # torn before the rename: the restore never started writing
+            journal.unlink()  # torn while written: the restore never started writing
             return "discarded an unfinished journal of a restore that had not started"
         token, target_id, safety_id = data["token"], data["target"], data["safety"]
         self._cleanup_temps(token, data.get("writes", ()))

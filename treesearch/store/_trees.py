@@ -26,6 +26,7 @@ four process starts, most of a small restore. Here:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import os
@@ -34,7 +35,7 @@ import struct
 import subprocess
 import weakref
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from treesearch.store._fs import atomic_write
@@ -47,6 +48,9 @@ Entry = tuple[int, str]
 TREE_MODE = 0o40000
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _LOOSE_MAX = 8 << 20
+AHEAD_MAX = 64
+"""At most this many requests are sent to ``cat-file`` ahead of their reads (their 41 bytes each
+stay far below a pipe's buffer, so the write never waits for ``cat-file`` to read)."""
 _ZERO = "0" * 40
 _CACHED_TREES = 8192
 UNSYNCED_MAX = 256
@@ -78,6 +82,8 @@ class ObjectReader:
         self._env: dict[str, str] = {}
         self._pid = 0
         self._stop: weakref.finalize | None = None
+        self._ahead: collections.deque[str] = collections.deque()
+        """Ids asked for ahead (``ask_ahead``) whose answers wait in the pipe, in order."""
         self.started = 0
         """How many ``cat-file`` processes this reader started (a test reads it)."""
 
@@ -98,9 +104,28 @@ class ObjectReader:
         self.read_to(oid, buf)
         return b"".join(buf.parts)
 
+    def ask_ahead(self, oids: Sequence[str]) -> None:
+        """Send the requests for ``oids`` (at most ``AHEAD_MAX`` blobs about to be read with
+        ``read_to``, in this order) to ``cat-file`` in one write: each read then only takes its
+        answer (one round trip for all of them, not one each). A read of another id first drops
+        the answers with the process (a failure part-way: the next read starts another)."""
+        if self._ahead:
+            self.close()
+        if not oids or len(oids) > AHEAD_MAX:
+            return
+        proc = self._process()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(b"".join(oid.encode() + b"\n" for oid in oids))
+            proc.stdin.flush()
+        except OSError:
+            self.close()  # each read asks again
+            return
+        self._ahead.extend(oids)
+
     def read_to(self, oid: str, sink: BinarySink) -> int:
         """Stream blob ``oid`` into ``sink``; return its size."""
-        loose = self._loose(oid)
+        loose = None if self._ahead and self._ahead[0] == oid else self._loose(oid)
         if loose is not None:
             if loose[0] != b"blob":
                 raise GitFailed(["cat-file", oid], 1, b"not a blob: " + loose[0])
@@ -147,11 +172,18 @@ class ObjectReader:
         """Ask the long-lived ``cat-file --batch`` for ``oid``; a "missing" answer starts it
         again once (objects packed since it started) before the object is called missing."""
         for attempt in (0, 1):
-            proc = self._process(restart=attempt == 1)
+            proc = self._process(restart=attempt == 1)  # (a new one has nothing asked ahead)
+            if self._ahead and self._ahead[0] != oid:
+                self.close()  # asked ahead in another order: drop those answers
+                proc = self._process()
+            asked = bool(self._ahead)
+            if asked:
+                self._ahead.popleft()
             assert proc.stdin is not None and proc.stdout is not None
             try:
-                proc.stdin.write(oid.encode() + b"\n")
-                proc.stdin.flush()
+                if not asked:
+                    proc.stdin.write(oid.encode() + b"\n")
+                    proc.stdin.flush()
                 header = proc.stdout.readline()
             except OSError as exc:
                 self.close()
@@ -166,13 +198,16 @@ class ObjectReader:
                 raise GitFailed(["cat-file", "--batch", oid], 1, header or b"no answer")
             kind, left = parts[1], int(parts[2])
             out = proc.stdout
-            while left:
-                chunk = out.read(min(left, 1 << 20))
-                if not chunk:
-                    self.close()
-                    raise GitFailed(["cat-file", "--batch", oid], 1, b"short read")
-                sink.write(chunk)
-                left -= len(chunk)
+            try:
+                while left:
+                    chunk = out.read(min(left, 1 << 20))
+                    if not chunk:
+                        raise GitFailed(["cat-file", "--batch", oid], 1, b"short read")
+                    sink.write(chunk)
+                    left -= len(chunk)
+            except BaseException:
+                self.close()  # the rest of the answer is left in the pipe: never reuse it
+                raise
             out.read(1)  # the LF after the content
             return kind
         raise MissingObject(
@@ -202,6 +237,7 @@ class ObjectReader:
     def close(self) -> None:
         """End the ``cat-file`` process (a later read starts another)."""
         self._proc = None
+        self._ahead.clear()
         if self._stop is not None:
             self._stop()
             self._stop = None
@@ -263,6 +299,8 @@ class Trees:
         self.objects = objects
         self.objects_dir = objects_dir
         self._cache: dict[str, dict[bytes, Entry]] = {}
+        self.pending: ObjectBatch | None = None
+        """Inside ``one_pack``: the objects saved since, written together by ``flush``."""
 
     def entries(self, oid: str) -> dict[bytes, Entry]:
         """The entries of tree ``oid`` (do not change the answer: it is cached)."""
@@ -272,7 +310,8 @@ class Trees:
         if oid == EMPTY_TREE:
             got = {}
         else:
-            kind, data = self.objects.read_object(oid)
+            held = self.pending.objects.get(oid) if self.pending is not None else None
+            kind, data = (held[0].encode(), held[1]) if held else self.objects.read_object(oid)
             if kind != b"tree":
                 raise GitFailed(["cat-file", oid], 1, b"not a tree: " + kind)
             got = parse_tree(data)
@@ -358,8 +397,41 @@ class Trees:
     # ------------------------------------------------------------------ making trees
 
     def save(self, batch: ObjectBatch) -> None:
-        """Write ``batch``'s objects where the store's git writes them (one pack)."""
+        """Write ``batch``'s objects where the store's git writes them (one pack); inside
+        ``one_pack``, with the block's other objects."""
+        if self.pending is not None:
+            for oid, item in batch.objects.items():
+                self.pending.objects.setdefault(oid, item)
+            batch.objects = {}
+            return
         batch.write(self.objects_dir())
+
+    @contextlib.contextmanager
+    def one_pack(self, lost: Callable[[], None]) -> Iterator[None]:
+        """Objects saved inside the block (a restore's safety scan) are written as one pack with
+        those a ``flush`` adds (its snapshot's commit, which ``Catalogue.record`` writes so, before
+        any ref names it), not a pack each; what is left is written when the block ends, however
+        it ends. Should that fail, ``lost()`` is called (what was made from those objects must not
+        be trusted) and the error raised."""
+        if self.pending is not None:
+            yield  # (nested: the outer block writes them)
+            return
+        self.pending = ObjectBatch()
+        try:
+            yield
+        finally:
+            try:
+                self.flush()
+            except BaseException:
+                lost()
+                raise
+            finally:
+                self.pending = None
+
+    def flush(self) -> None:
+        """Write the objects ``one_pack`` holds so far (nothing outside it)."""
+        if self.pending is not None:
+            self.pending.write(self.objects_dir())
 
     def update(
         self, base: str, changes: Mapping[str, Entry | None], batch: ObjectBatch | None = None

@@ -177,7 +177,7 @@ class ShadowStore:
             max_file_bytes=max_file_bytes,
             watch=watch,
         )
-        self._catalogue = Catalogue(path, self._git, self._run, self._scanner.trees.objects)
+        self._catalogue = Catalogue(path, self._git, self._run, self._scanner.trees)
         self._diffs = Diffs(self._git, self._run)
         self._diffs.local = lambda a, b: diff_in_process(self._scanner, a, b)
         self._packer = Packer(self.git_dir, self._run)

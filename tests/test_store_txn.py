@@ -261,6 +261,35 @@ def test_hold_is_reentrant_in_one_process_and_released_by_the_last_claim(
     assert (workspace / "a.txt").read_text() == "2"
 
 
+def test_a_hold_writes_its_record_into_its_lock_file_and_a_half_written_one_is_no_holder(
+    workspace: Path, home: Path, write
+) -> None:
+    """The holder record lives in ``hold.lock`` (no file made, renamed and removed per hold: a
+    restore takes one of its own); it is emptied on release; one a kill left half written is
+    reported as damaged by the next holder, and while held it reads as not yet written."""
+    from treesearch.store._hold import holder
+
+    write(workspace, "a.txt", "1")
+    store = ShadowStore.open(workspace, home=home)
+    store.capture(label="one")
+    lock = store.path / "hold.lock"
+    before = set(os.listdir(store.path))
+    with store.hold("a restore of the test"):
+        record = holder(store.path)
+        assert record is not None and record.pid == os.getpid()
+        assert record.purpose == "a restore of the test"
+        assert set(os.listdir(store.path)) == before | {"hold.lock"}
+        ino = lock.stat().st_ino
+    assert lock.read_bytes() == b"" and holder(store.path) is None and lock.stat().st_ino == ino
+    lock.write_bytes(b'{"pid": 12, "comm')  # a holder killed while writing its record
+    assert holder(store.path) is None
+    done = snap(workspace, home, "restore", "one")
+    assert done.returncode == 0, done.stderr
+    assert "removed a damaged workspace hold record (its lock was free)" in done.stderr
+    assert lock.read_bytes() == b""
+    store.close()
+
+
 def test_session_dropped_without_close_releases_its_hold(
     workspace: Path, home: Path, write
 ) -> None:
@@ -638,7 +667,7 @@ def test_a_small_restore_writes_the_state_file_once_and_no_loose_commit(
         real(path, *args, **kw)
 
     monkeypatch.setattr(_fs, "atomic_write", atomic_write)
-    for module in ("_catalogue", "_trees", "_objects", "_hold"):
+    for module in ("_catalogue", "_trees", "_objects"):
         monkeypatch.setattr(f"treesearch.store.{module}.atomic_write", atomic_write)
     res = store.restore(first.commit)
     monkeypatch.undo()

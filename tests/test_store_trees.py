@@ -148,19 +148,24 @@ def test_a_big_diff_is_left_to_git(tmp_path: Path) -> None:
     assert len(trees.diff(EMPTY_TREE, tree, max_reads=50) or []) == 40
 
 
-def test_the_long_lived_cat_file_reads_objects_written_after_it_started_loose_and_packed(
-    tmp_path: Path,
+@pytest.mark.parametrize("packs", ["read here", "read by cat-file"])
+def test_the_long_lived_reader_reads_objects_written_after_it_started_loose_and_packed(
+    tmp_path: Path, packs: str
 ) -> None:
+    """Packed objects are read in the process (``_packread.py``) or, for what it leaves to git,
+    by the long-lived ``cat-file``: either way, packs added or replaced later are found."""
     git_dir, env = _repo(tmp_path)
     first = _blob(env, b"first\n")
-    _pack(env, git_dir, [first])  # packed: only git can read it
+    _pack(env, git_dir, [first])  # packed
     assert not (git_dir / "objects" / first[:2] / first[2:]).exists()
     reader = ObjectReader(
-        _git.GitRunner(git_dir, tmp_path, tmp_path / "i"), lambda: git_dir / "objects"
+        _git.GitRunner(git_dir, tmp_path, tmp_path / "i"),
+        lambda: git_dir / "objects",
+        read_packs=packs == "read here",
     )
     try:
         assert reader.read(first) == b"first\n"
-        assert reader.started == 1
+        assert reader.started == (0 if packs == "read here" else 1)
         loose = _blob(env, b"loose, written later\n")
         assert reader.read(loose) == b"loose, written later\n"
         later = _blob(env, b"packed, written later\n")
@@ -181,9 +186,10 @@ def test_the_long_lived_cat_file_reads_objects_written_after_it_started_loose_an
 def test_blobs_asked_for_ahead_are_read_in_one_round_trip_and_any_other_order_still_reads_right(
     tmp_path: Path,
 ) -> None:
-    """``ask_ahead`` sends every request at once (a restore's files: one round trip to
-    ``cat-file``, not one each); a read in another order, a missing object or a reader that
-    fails part-way through an answer drops what was asked and the next reads are right."""
+    """``ask_ahead`` sends every request at once (a restore's files, when its packs are not
+    read in the process: one round trip to ``cat-file``, not one each); a read in another
+    order, a missing object or a reader that fails part-way through an answer drops what was
+    asked and the next reads are right."""
     git_dir, env = _repo(tmp_path)
     blobs = {_blob(env, f"blob {i}\n".encode() * (i + 1)): f"blob {i}\n".encode() * (i + 1)
              for i in range(6)}  # fmt: skip
@@ -192,7 +198,9 @@ def test_blobs_asked_for_ahead_are_read_in_one_round_trip_and_any_other_order_st
     loose = _blob(env, b"a loose one\n")
     blobs[loose] = b"a loose one\n"
     reader = ObjectReader(
-        _git.GitRunner(git_dir, tmp_path, tmp_path / "i"), lambda: git_dir / "objects"
+        _git.GitRunner(git_dir, tmp_path, tmp_path / "i"),
+        lambda: git_dir / "objects",
+        read_packs=False,
     )
     requests: list[bytes] = []
     try:

@@ -288,7 +288,7 @@ class Restorer:
             pruned = [d for d in plan.prune if tree.rmdir(d)]
             deferred: list[tuple[str, Callable[[int], None], int]] = []
             for i, (path, mode, oid, perm) in enumerate(plan.writes):
-                if i % AHEAD_MAX == 0:  # one round trip to cat-file per AHEAD_MAX files
+                if i % AHEAD_MAX == 0:  # (blobs not read in the process: one cat-file round trip)
                     blobs.ask_ahead([w[2] for w in plan.writes[i : i + AHEAD_MAX]])
                 if mode == 0o120000:
                     tree.write_symlink(path, blobs.read(oid), token)

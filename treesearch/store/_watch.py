@@ -1,7 +1,8 @@
-"""Change notification for the workspace (Linux inotify): which folders to re-list.
+"""Change notification for the workspace (Linux inotify): which entries to look at again.
 
-A scan with nothing changed then costs no ``lstat`` per file: the folders the kernel reported are
-re-listed and everything else is reused (git's ``core.fsmonitor`` plays the same role for git).
+A scan with nothing changed then costs no ``lstat`` per file: the entries the kernel reported are
+looked at again (their folder re-listed when one cannot be classified alone, ``Walker.update``)
+and everything else is reused (git's ``core.fsmonitor`` plays the same role for git).
 The kernel queues an event before the system call that caused it returns, so every change made
 before a scan starts is seen by that scan.
 

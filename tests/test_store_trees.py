@@ -20,9 +20,11 @@ from treesearch.store._pack import MAX_PACKS
 from treesearch.store._trees import (
     EMPTY_TREE,
     MissingObject,
+    ObjectBatch,
     ObjectReader,
     Trees,
     hash_files,
+    pack_bytes,
     store_trees,
 )
 
@@ -243,6 +245,31 @@ def test_blobs_asked_for_ahead_are_read_in_one_round_trip_and_any_other_order_st
         assert reader.read(oids[3]) == blobs[oids[3]]
     finally:
         reader.close()
+
+
+def test_a_pack_written_in_place_replaces_a_half_written_one_of_its_name_whole(
+    tmp_path: Path,
+) -> None:
+    """A scan's pack is created in place (its index, renamed into place last, is what makes git
+    see it); a file of the same name left half written by a killed writer is replaced whole."""
+    git_dir, env = _repo(tmp_path)
+    batch = ObjectBatch()
+    oids = [batch.add("blob", f"blob {i}\n".encode() * 40) for i in range(5)]
+    pack, _idx, name = pack_bytes([(o, k, c) for o, (k, c) in batch.objects.items()])
+    folder = git_dir / "objects" / "pack"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"pack-{name}.pack").write_bytes(pack[: len(pack) // 2])  # a killed writer's
+    batch.write(git_dir / "objects")
+    assert (folder / f"pack-{name}.pack").read_bytes() == pack
+    _git_out(env, "verify-pack", str(folder / f"pack-{name}.idx"))
+    got = _git_out(env, "cat-file", "--batch", input="".join(o + "\n" for o in oids).encode())
+    assert got.count(b" blob ") == 5
+    assert [p.name for p in folder.iterdir() if ".tmp" in p.name] == []
+    again = ObjectBatch()  # the same objects again: the same pack, written whole again
+    for i in range(5):
+        again.add("blob", f"blob {i}\n".encode() * 40)
+    again.write(git_dir / "objects")
+    _git_out(env, "verify-pack", str(folder / f"pack-{name}.idx"))
 
 
 def test_hashing_a_file_changed_since_the_walk_is_left_to_git(tmp_path: Path) -> None:

@@ -669,11 +669,14 @@ def test_a_small_restore_writes_the_state_file_once_and_no_loose_commit(
     monkeypatch.setattr(_fs, "atomic_write", atomic_write)
     for module in ("_catalogue", "_trees", "_objects"):
         monkeypatch.setattr(f"treesearch.store.{module}.atomic_write", atomic_write)
+    pack_dir = store.git_dir / "objects" / "pack"
+    packs_before = set(pack_dir.glob("*.pack"))
     res = store.restore(first.commit)
     monkeypatch.undo()
     assert written.count("state.json") == 1, written
-    packs = [w for w in written if w.endswith(".pack")]
-    assert len(packs) == 1 and not any(len(w) == 38 for w in written), written
+    assert len(set(pack_dir.glob("*.pack")) - packs_before) == 1
+    assert [w for w in written if w.endswith(".idx")] != [], written  # renamed into place
+    assert not any(len(w) == 38 for w in written), written  # no loose object
     assert store.resolve(res.safety.commit).kind == "safety"
     store.undo()
     assert (workspace / "a.txt").read_text() == "two\n"

@@ -266,6 +266,28 @@ def atomic_write(
             os.close(dfd)
 
 
+def create_file(path: str | os.PathLike[str], data: bytes, *, perm: int = 0o644) -> bool:
+    """Create ``path`` holding ``data``, written in place (no temporary file and rename: for
+    files no reader takes while half written, see the callers); False, with nothing written,
+    when it exists. A failed write removes the file."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, perm)
+    except FileExistsError:
+        return False
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        raise
+    os.close(fd)
+    return True
+
+
 def is_temp_of_dead_process(name: str) -> bool:
     """Is ``name`` a temporary file of ``atomic_write`` whose writer is gone (safe to delete)?"""
     _, sep, rest = name.rpartition(".tmp-")

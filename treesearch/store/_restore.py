@@ -22,7 +22,7 @@ from pathlib import Path
 from treesearch.errors import RecoveryError, RestoreError
 from treesearch.store._catalogue import Catalogue
 from treesearch.store._errors import describe, one_line
-from treesearch.store._fs import SafeTree, UnsafePathError
+from treesearch.store._fs import SafeTree, UnsafePathError, create_file
 from treesearch.store._git import GitFailed, GitRunner
 from treesearch.store._restore_check import checked_scan
 from treesearch.store._scan import Scan, Scanner
@@ -263,19 +263,8 @@ class Restorer:
         # durability. Written in place, not renamed into place: a kill while it is written
         # leaves a part of it, which is never JSON (the object's closing brace comes last), and
         # ``recover`` discards it (nothing in the workspace was written yet).
-        raw = json.dumps(data).encode()
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(self.journal, flags, 0o644)
-        try:
-            view = memoryview(raw)
-            while view:
-                view = view[os.write(fd, view) :]
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(FileNotFoundError):
-                self.journal.unlink()
-            raise
-        os.close(fd)
+        if not create_file(self.journal, json.dumps(data).encode()):
+            raise FileExistsError(errno.EEXIST, "a journal is in the way", str(self.journal))
 
     # ------------------------------------------------------------------ execution
 

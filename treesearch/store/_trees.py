@@ -39,7 +39,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from treesearch.store._fs import atomic_write
+from treesearch.store._fs import atomic_write, create_file
 from treesearch.store._git import BinarySink, GitFailed, GitRunner, git_executable
 from treesearch.store._objects import object_id
 from treesearch.store._packread import PackSet
@@ -632,8 +632,8 @@ class ObjectBatch:
     """Objects to write together as one pack: two files in one folder, whatever their number (a
     session's step makes a blob and a few trees; loose, each is a file of its own and often a
     new fan-out folder: measured 1.5x slower for a capture, 1.4x for a restore). ``add`` returns
-    the id at once; ``write`` puts the pack in place (pack first, its index last: git sees a
-    pack only by its index, so a kill leaves no half-made object). ``_pack.MAX_PACKS`` bounds
+    the id at once; ``write`` puts the pack in place (pack first, its index last, renamed into
+    place: git sees a pack only by its index, so a kill leaves no half-made object). ``_pack.MAX_PACKS`` bounds
     how many pile up between repacks."""
 
     def __init__(self) -> None:
@@ -651,9 +651,15 @@ class ObjectBatch:
         folder = objects_dir / "pack"
         if not folder.is_dir():
             folder.mkdir(parents=True, exist_ok=True)
-        # Temporary files beside the pack (a rename within a folder costs half of one across
-        # folders here); ``_init.sweep_temps`` removes those a killed writer left.
-        atomic_write(folder / f"pack-{name}.pack", pack, tmp_dir=folder, perm=0o444)
+        # The pack is written in place: git (and ``_packread``) sees a pack only through its
+        # index, renamed into place once the pack is whole. A file of that name already there
+        # (a killed writer's, or another process writing the same objects into a shared objects
+        # folder) is replaced whole, through a temporary file. Temporary files go beside the
+        # pack (a rename within a folder costs half of one across folders here);
+        # ``_init.sweep_temps`` removes those a killed writer left.
+        pack_path = folder / f"pack-{name}.pack"
+        if not create_file(pack_path, pack, perm=0o444):
+            atomic_write(pack_path, pack, tmp_dir=folder, perm=0o444)
         atomic_write(folder / f"pack-{name}.idx", idx, tmp_dir=folder, perm=0o444)
         self.objects = {}
 

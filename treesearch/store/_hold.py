@@ -185,7 +185,8 @@ def acquire_hold(
                 started=_start_ticks(me),
             )
             try:
-                os.ftruncate(fd, 0)
+                if os.fstat(fd).st_size:  # (a dead holder's: an empty file needs no change)
+                    os.ftruncate(fd, 0)
                 os.pwrite(fd, (json.dumps(asdict(record)) + "\n").encode(), 0)
             except OSError:
                 # A full disk: the flock alone still keeps others out (they are told the holder

@@ -128,8 +128,12 @@ def test_a_restored_file_gets_exactly_its_permission_bits_under_any_umask(
     try:
         with SafeTree(str(tmp_path)) as tree:
             for perm in (0o644, 0o755, 0o600, 0o664, 0o775, 0o4755, 0o444):
-                tree.write_file(f"f{perm:o}", lambda fd: os.write(fd, b"x") and None, perm, "t")
+                tree.write_file(f"f{perm:o}", _write_x, perm, "t")
                 got = stat.S_IMODE(os.lstat(tmp_path / f"f{perm:o}").st_mode)
                 assert got == perm, (oct(umask), oct(perm), oct(got))
     finally:
         os.umask(old)
+
+
+def _write_x(fd: int) -> None:
+    os.write(fd, b"x")

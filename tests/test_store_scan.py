@@ -222,6 +222,16 @@ def test_new_files_matching_only_a_rarer_ignore_input_are_not_captured(
     store.close()
 
 
+def _file_to_folder(p: Path) -> None:
+    p.unlink()
+    p.mkdir()
+
+
+def _folder_to_file(p: Path) -> None:
+    p.rmdir()
+    p.write_text("a file again\n")
+
+
 def _named_rules(rel: str) -> IgnoreRules:
     # Files ignored by name (``*.log`` as git lists them), a folder ignored whole.
     return IgnoreRules(files={"d/x.log", "d/y.log"}, dirs={"d/cache/"})
@@ -262,8 +272,8 @@ def test_a_walk_that_looks_only_at_named_entries_matches_a_full_walk_in_every_ca
         lambda: (ws / "e" / "second-link").unlink(),
         lambda: os.mkfifo(d / "pipe"),
         lambda: (d / "pipe").unlink(),
-        lambda: ((d / "f4.txt").unlink(), (d / "f4.txt").mkdir()),
-        lambda: ((d / "f4.txt").rmdir(), (d / "f4.txt").write_text("a file again\n")),
+        lambda: _file_to_folder(d / "f4.txt"),
+        lambda: _folder_to_file(d / "f4.txt"),
         lambda: (d / ".gitignore").write_text("*.tmp\n"),
         lambda: (d / "cache").mkdir(),
         lambda: (d / "link").symlink_to("f5.txt"),

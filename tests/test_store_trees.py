@@ -215,7 +215,7 @@ def test_blobs_asked_for_ahead_are_read_in_one_round_trip_and_any_other_order_st
             requests.append(bytes(data))
             return real_write(data)
 
-        proc.stdin.write = write  # type: ignore[method-assign]
+        proc.stdin.write = write  # type: ignore[method-assign,assignment]
         asked = [*oids, loose]
         reader.ask_ahead(asked)
         assert [reader.read(o) for o in asked] == [blobs[o] for o in asked]

@@ -8,6 +8,7 @@ not git's defaults; with a 0664 checkout (umask 002) that was every file, in eve
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -113,3 +114,26 @@ def test_a_snapshot_of_format_1_with_modes_in_its_message_is_read_and_restored(
     reader.restore("old-format")
     assert stat.S_IMODE((workspace / "pkg1" / "mod1.py").stat().st_mode) == 0o664
     assert (workspace / "empty" / "folder").is_dir()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_a_restored_file_gets_exactly_its_permission_bits_under_any_umask(
+    tmp_path: Path, umask: int
+) -> None:
+    """Files are made with their final bits where the umask lets them through (no ``fchmod``
+    then); bits the umask takes away, and setuid, are set afterwards."""
+    from treesearch.store._fs import SafeTree
+
+    old = os.umask(umask)
+    try:
+        with SafeTree(str(tmp_path)) as tree:
+            for perm in (0o644, 0o755, 0o600, 0o664, 0o775, 0o4755, 0o444):
+                tree.write_file(f"f{perm:o}", _write_x, perm, "t")
+                got = stat.S_IMODE(os.lstat(tmp_path / f"f{perm:o}").st_mode)
+                assert got == perm, (oct(umask), oct(perm), oct(got))
+    finally:
+        os.umask(old)
+
+
+def _write_x(fd: int) -> None:
+    os.write(fd, b"x")

@@ -13,7 +13,7 @@ from test_store_watch import _canon, _Ops, _rules
 
 from treesearch.store import ShadowStore
 from treesearch.store._recheck import Recheck
-from treesearch.store._walk import NeedFullWalk, Walker, walk
+from treesearch.store._walk import IgnoreRules, NeedFullWalk, Walker, walk
 
 
 @pytest.mark.parametrize(("seed", "settle"), [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0.06), (5, 0.06)])
@@ -41,9 +41,9 @@ def test_a_walk_relisting_what_recheck_finds_matches_a_full_walk_after_random_ed
     for _ in range(60):
         done = [ops.step() for _ in range(random.Random(seed * 1000 + ops.n).randint(1, 4))]
         time.sleep(settle)
-        dirty, fresh = recheck(walker)
+        dirty, fresh, names = recheck(walker)
         try:
-            got = walker.update(dirty, fresh)
+            got = walker.update(dirty, fresh, names=names)
             incremental += 1
             differ = {
                 p
@@ -90,11 +90,13 @@ def test_a_no_change_scan_without_a_watcher_lists_no_folder(
     monkeypatch.undo()
     (ws / "d07" / "f1.txt").write_text("changed\n")
     second = store.capture()
-    assert second.changed == ("d07/f1.txt",) and scanner.walker.listed == 1
-    # The restore's safety scan sees an edit made since, and lists only its folder.
+    # Only the changed file is looked at again: its folder is not listed.
+    assert second.changed == ("d07/f1.txt",) and scanner.walker.listed == 0
+    assert scanner.walker.patched == 1
+    # The restore's safety scan sees an edit made since, and looks only at it.
     (ws / "d08" / "f2.txt").write_text("not captured yet\n")
     res = store.restore(first.commit)
-    assert scanner.walker.listed == 1
+    assert scanner.walker.listed == 0 and scanner.walker.patched == 1
     assert (ws / "d08" / "f2.txt").read_text() == "8 2\n"
     assert (ws / "d07" / "f1.txt").read_text() == "7 1\n"
     assert store.capture().tree == first.tree
@@ -218,3 +220,76 @@ def test_new_files_matching_only_a_rarer_ignore_input_are_not_captured(
         assert "d/x.log" not in files
     fresh.close()
     store.close()
+
+
+def _file_to_folder(p: Path) -> None:
+    p.unlink()
+    p.mkdir()
+
+
+def _folder_to_file(p: Path) -> None:
+    p.rmdir()
+    p.write_text("a file again\n")
+
+
+def _named_rules(rel: str) -> IgnoreRules:
+    # Files ignored by name (``*.log`` as git lists them), a folder ignored whole.
+    return IgnoreRules(files={"d/x.log", "d/y.log"}, dirs={"d/cache/"})
+
+
+@pytest.mark.parametrize("mode", ["recheck", "watch"])
+def test_a_walk_that_looks_only_at_named_entries_matches_a_full_walk_in_every_case(
+    tmp_path: Path, mode: str
+) -> None:
+    """A folder brought up to date entry by entry (``Walker.update(names=...)``) must give the
+    full walk's answer whatever the entries became: ignored names, a file grown past the size
+    limit, a hard link, a fifo, a folder where a file was, a ``.gitignore``, a mode; those a
+    look at one entry cannot classify send the folder to be listed."""
+    from treesearch.store._watch import Inotify
+
+    ws = tmp_path / "ws"
+    (ws / "d").mkdir(parents=True)
+    (ws / "e").mkdir()
+    for i in range(6):
+        (ws / "d" / f"f{i}.txt").write_text(f"{i}\n")
+    (ws / "d" / "x.log").write_text("ignored\n")
+    watch = Inotify.create(str(ws)) if mode == "watch" else None
+    if mode == "watch" and watch is None:
+        pytest.skip("no inotify here")
+    walker = Walker(str(ws), _named_rules, max_file_bytes=100, watch=watch)
+    walker.full()
+    recheck = Recheck()
+    d = ws / "d"
+    edits = [
+        lambda: (d / "f0.txt").write_text("changed\n"),
+        lambda: (d / "y.log").write_text("a new ignored name\n"),
+        lambda: (d / "x.log").unlink(),
+        lambda: (d / "f1.txt").write_text("x" * 200),  # past max_file_bytes
+        lambda: (d / "f1.txt").write_text("small again\n"),
+        lambda: (d / "f2.txt").chmod(0o600),
+        lambda: os.link(d / "f3.txt", ws / "e" / "second-link"),
+        lambda: (ws / "e" / "second-link").write_text("through a hard link\n"),
+        lambda: (ws / "e" / "second-link").unlink(),
+        lambda: os.mkfifo(d / "pipe"),
+        lambda: (d / "pipe").unlink(),
+        lambda: _file_to_folder(d / "f4.txt"),
+        lambda: _folder_to_file(d / "f4.txt"),
+        lambda: (d / ".gitignore").write_text("*.tmp\n"),
+        lambda: (d / "cache").mkdir(),
+        lambda: (d / "link").symlink_to("f5.txt"),
+        lambda: (d / "f5.txt").rename(d / "f6.txt"),
+    ]
+    patched = 0
+    for i, edit in enumerate(edits):
+        edit()
+        if watch is not None:
+            changes = watch.read()
+            assert changes is not None
+            got = walker.update(changes.dirty, changes.fresh, names=changes.names)
+        else:
+            dirty, fresh, names = recheck(walker)
+            got = walker.update(dirty, fresh, names=names)
+        patched += walker.patched
+        want = walk(str(ws), _named_rules, max_file_bytes=100)
+        assert _canon(got) == _canon(want), f"after edit {i}"
+    assert patched >= 5  # most edits were handled entry by entry

@@ -20,9 +20,11 @@ from treesearch.store._pack import MAX_PACKS
 from treesearch.store._trees import (
     EMPTY_TREE,
     MissingObject,
+    ObjectBatch,
     ObjectReader,
     Trees,
     hash_files,
+    pack_bytes,
     store_trees,
 )
 
@@ -148,19 +150,24 @@ def test_a_big_diff_is_left_to_git(tmp_path: Path) -> None:
     assert len(trees.diff(EMPTY_TREE, tree, max_reads=50) or []) == 40
 
 
-def test_the_long_lived_cat_file_reads_objects_written_after_it_started_loose_and_packed(
-    tmp_path: Path,
+@pytest.mark.parametrize("packs", ["read here", "read by cat-file"])
+def test_the_long_lived_reader_reads_objects_written_after_it_started_loose_and_packed(
+    tmp_path: Path, packs: str
 ) -> None:
+    """Packed objects are read in the process (``_packread.py``) or, for what it leaves to git,
+    by the long-lived ``cat-file``: either way, packs added or replaced later are found."""
     git_dir, env = _repo(tmp_path)
     first = _blob(env, b"first\n")
-    _pack(env, git_dir, [first])  # packed: only git can read it
+    _pack(env, git_dir, [first])  # packed
     assert not (git_dir / "objects" / first[:2] / first[2:]).exists()
     reader = ObjectReader(
-        _git.GitRunner(git_dir, tmp_path, tmp_path / "i"), lambda: git_dir / "objects"
+        _git.GitRunner(git_dir, tmp_path, tmp_path / "i"),
+        lambda: git_dir / "objects",
+        read_packs=packs == "read here",
     )
     try:
         assert reader.read(first) == b"first\n"
-        assert reader.started == 1
+        assert reader.started == (0 if packs == "read here" else 1)
         loose = _blob(env, b"loose, written later\n")
         assert reader.read(loose) == b"loose, written later\n"
         later = _blob(env, b"packed, written later\n")
@@ -176,6 +183,93 @@ def test_the_long_lived_cat_file_reads_objects_written_after_it_started_loose_an
             reader.read(gone)
     finally:
         reader.close()
+
+
+def test_blobs_asked_for_ahead_are_read_in_one_round_trip_and_any_other_order_still_reads_right(
+    tmp_path: Path,
+) -> None:
+    """``ask_ahead`` sends every request at once (a restore's files, when its packs are not
+    read in the process: one round trip to ``cat-file``, not one each); a read in another
+    order, a missing object or a reader that fails part-way through an answer drops what was
+    asked and the next reads are right."""
+    git_dir, env = _repo(tmp_path)
+    blobs = {_blob(env, f"blob {i}\n".encode() * (i + 1)): f"blob {i}\n".encode() * (i + 1)
+             for i in range(6)}  # fmt: skip
+    oids = list(blobs)
+    _pack(env, git_dir, oids)
+    loose = _blob(env, b"a loose one\n")
+    blobs[loose] = b"a loose one\n"
+    reader = ObjectReader(
+        _git.GitRunner(git_dir, tmp_path, tmp_path / "i"),
+        lambda: git_dir / "objects",
+        read_packs=False,
+    )
+    requests: list[bytes] = []
+    try:
+        assert reader.read(oids[0]) == blobs[oids[0]]
+        proc = reader._proc
+        assert proc is not None and proc.stdin is not None
+        real_write = proc.stdin.write
+
+        def write(data: bytes) -> int:
+            requests.append(bytes(data))
+            return real_write(data)
+
+        proc.stdin.write = write  # type: ignore[method-assign,assignment]
+        asked = [*oids, loose]
+        reader.ask_ahead(asked)
+        assert [reader.read(o) for o in asked] == [blobs[o] for o in asked]
+        assert len(requests) == 1 and reader.started == 1  # one write of every request
+        # Out of order: the answers asked for are dropped with the process.
+        reader.ask_ahead(oids[:3])
+        assert reader.read(oids[2]) == blobs[oids[2]]
+        assert reader.read(oids[0]) == blobs[oids[0]]
+        assert reader.started == 2
+        # A missing object among them: it is missing, the others still read.
+        gone = "0123456789abcdef0123456789abcdef01234567"
+        reader.ask_ahead([gone, oids[1]])
+        with pytest.raises(MissingObject):
+            reader.read(gone)
+        assert reader.read(oids[1]) == blobs[oids[1]]
+
+        # A reader that fails half-way through an answer (a full disk).
+        class Full:
+            def write(self, data: bytes) -> int:
+                raise OSError(28, "No space left on device")
+
+        reader.ask_ahead(oids[3:])
+        with pytest.raises(OSError, match="No space"):
+            reader.read_to(oids[3], Full())
+        # The next one asked for reads right (not the rest of the failed answer).
+        assert [reader.read(o) for o in oids[4:]] == [blobs[o] for o in oids[4:]]
+        assert reader.read(oids[3]) == blobs[oids[3]]
+    finally:
+        reader.close()
+
+
+def test_a_pack_written_in_place_replaces_a_half_written_one_of_its_name_whole(
+    tmp_path: Path,
+) -> None:
+    """A scan's pack is created in place (its index, renamed into place last, is what makes git
+    see it); a file of the same name left half written by a killed writer is replaced whole."""
+    git_dir, env = _repo(tmp_path)
+    batch = ObjectBatch()
+    oids = [batch.add("blob", f"blob {i}\n".encode() * 40) for i in range(5)]
+    pack, _idx, name = pack_bytes([(o, k, c) for o, (k, c) in batch.objects.items()])
+    folder = git_dir / "objects" / "pack"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"pack-{name}.pack").write_bytes(pack[: len(pack) // 2])  # a killed writer's
+    batch.write(git_dir / "objects")
+    assert (folder / f"pack-{name}.pack").read_bytes() == pack
+    _git_out(env, "verify-pack", str(folder / f"pack-{name}.idx"))
+    got = _git_out(env, "cat-file", "--batch", input="".join(o + "\n" for o in oids).encode())
+    assert got.count(b" blob ") == 5
+    assert [p.name for p in folder.iterdir() if ".tmp" in p.name] == []
+    again = ObjectBatch()  # the same objects again: the same pack, written whole again
+    for i in range(5):
+        again.add("blob", f"blob {i}\n".encode() * 40)
+    again.write(git_dir / "objects")
+    _git_out(env, "verify-pack", str(folder / f"pack-{name}.idx"))
 
 
 def test_hashing_a_file_changed_since_the_walk_is_left_to_git(tmp_path: Path) -> None:

@@ -261,6 +261,35 @@ def test_hold_is_reentrant_in_one_process_and_released_by_the_last_claim(
     assert (workspace / "a.txt").read_text() == "2"
 
 
+def test_a_hold_writes_its_record_into_its_lock_file_and_a_half_written_one_is_no_holder(
+    workspace: Path, home: Path, write
+) -> None:
+    """The holder record lives in ``hold.lock`` (no file made, renamed and removed per hold: a
+    restore takes one of its own); it is emptied on release; one a kill left half written is
+    reported as damaged by the next holder, and while held it reads as not yet written."""
+    from treesearch.store._hold import holder
+
+    write(workspace, "a.txt", "1")
+    store = ShadowStore.open(workspace, home=home)
+    store.capture(label="one")
+    lock = store.path / "hold.lock"
+    before = set(os.listdir(store.path))
+    with store.hold("a restore of the test"):
+        record = holder(store.path)
+        assert record is not None and record.pid == os.getpid()
+        assert record.purpose == "a restore of the test"
+        assert set(os.listdir(store.path)) == before | {"hold.lock"}
+        ino = lock.stat().st_ino
+    assert lock.read_bytes() == b"" and holder(store.path) is None and lock.stat().st_ino == ino
+    lock.write_bytes(b'{"pid": 12, "comm')  # a holder killed while writing its record
+    assert holder(store.path) is None
+    done = snap(workspace, home, "restore", "one")
+    assert done.returncode == 0, done.stderr
+    assert "removed a damaged workspace hold record (its lock was free)" in done.stderr
+    assert lock.read_bytes() == b""
+    store.close()
+
+
 def test_session_dropped_without_close_releases_its_hold(
     workspace: Path, home: Path, write
 ) -> None:
@@ -536,6 +565,123 @@ def test_restore_that_fails_before_writing_says_nothing_was_changed(
     done = snap(workspace, home, "restore", "one")
     assert done.returncode == 0 and "interrupted" not in done.stderr, done.stderr
     assert not (workspace / "big.bin").exists()
+
+
+@pytest.mark.usefixtures("watch_mode")
+def test_a_journal_cut_short_at_any_length_is_discarded_and_the_workspace_is_as_it_was(
+    workspace: Path, home: Path, write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal is written in place (no temporary file and rename): a kill while it is
+    written leaves a part of it, which the next open discards; nothing was written yet."""
+    from treesearch.store._restore import Restorer
+
+    write(workspace, "a.txt", "one\n")
+    write(workspace, "d/b.txt", "one\n")
+    store = ShadowStore.open(workspace, home=home)
+    first = store.capture()
+    write(workspace, "a.txt", "two\n")
+    write(workspace, "d/c.txt", "new\n")
+    store.capture()
+    before = tree_digest(workspace)
+
+    class Killed(BaseException):
+        """Stands for a kill right after the journal is written (nothing is rolled back)."""
+
+    def killed(self: Restorer, *args: object, **kw: object) -> list[str]:
+        raise Killed
+
+    monkeypatch.setattr(Restorer, "execute", killed)
+    with pytest.raises(Killed):
+        store.restore(first.commit)
+    store.close()
+    monkeypatch.undo()
+    journal = store.path / "journal.json"
+    whole = journal.read_bytes()
+    assert json.loads(whole)["target"] == first.commit
+    for cut in range(len(whole)):
+        journal.write_bytes(whole[:cut])
+        reopened = ShadowStore.open(workspace, home=home)
+        assert reopened.recovered is not None and "discarded" in reopened.recovered, cut
+        assert not journal.exists() and tree_digest(workspace) == before
+        reopened.close()
+    journal.write_bytes(whole)  # the whole journal: the restore is completed
+    reopened = ShadowStore.open(workspace, home=home)
+    assert reopened.recovered is not None and "completed" in reopened.recovered
+    assert reopened.capture().tree == first.tree
+    reopened.close()
+
+
+@pytest.mark.usefixtures("watch_mode")
+def test_a_restore_failing_after_its_safety_snapshot_records_it_as_the_last_snapshot(
+    workspace: Path, home: Path, write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The safety snapshot's record in the state file waits for the restore's own (one write);
+    a restore that fails in between still writes it: the state names the workspace's snapshot,
+    as if nothing was deferred."""
+    from treesearch.errors import RestoreError
+    from treesearch.store._restore import Restorer
+
+    write(workspace, "a.txt", "one\n")
+    store = ShadowStore.open(workspace, home=home)
+    first = store.capture()
+    write(workspace, "a.txt", "two\n")
+
+    def no_journal(self: Restorer, *args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Restorer, "_write_journal", no_journal)
+    with pytest.raises(RestoreError, match="failed before anything was changed"):
+        store.restore(first.commit)
+    monkeypatch.undo()
+    assert (workspace / "a.txt").read_text() == "two\n"
+    state = json.loads((store.path / "state.json").read_text())
+    safety = store.resolve(state["last"])
+    assert safety.kind == "safety" and safety.tree != first.tree
+    store.close()
+    again = ShadowStore.open(workspace, home=home)
+    assert again.resolve("last").commit == safety.commit
+    assert again.capture().commit == safety.commit  # nothing changed since: no new snapshot
+    again.close()
+
+
+@pytest.mark.usefixtures("watch_mode")
+def test_a_small_restore_writes_the_state_file_once_and_no_loose_commit(
+    workspace: Path, home: Path, write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The safety snapshot's commit joins the pack of its scan's objects (no loose object and
+    fan-out folder of its own), and its record in the state file is the restore's own."""
+    from treesearch.store import _fs
+
+    write(workspace, "a.txt", "one\n")
+    write(workspace, "d/b.txt", "one\n")
+    store = ShadowStore.open(workspace, home=home)
+    first = store.capture()
+    write(workspace, "a.txt", "two\n")  # an edit no capture saw: the safety snapshot holds it
+    store.capture()
+    write(workspace, "d/b.txt", "three\n")
+    written: list[str] = []
+    real = _fs.atomic_write
+
+    def atomic_write(path: str | os.PathLike[str], *args: Any, **kw: Any) -> None:
+        written.append(os.path.basename(path))
+        real(path, *args, **kw)
+
+    monkeypatch.setattr(_fs, "atomic_write", atomic_write)
+    for module in ("_catalogue", "_trees", "_objects"):
+        monkeypatch.setattr(f"treesearch.store.{module}.atomic_write", atomic_write)
+    pack_dir = store.git_dir / "objects" / "pack"
+    packs_before = set(pack_dir.glob("*.pack"))
+    res = store.restore(first.commit)
+    monkeypatch.undo()
+    assert written.count("state.json") == 1, written
+    assert len(set(pack_dir.glob("*.pack")) - packs_before) == 1
+    assert [w for w in written if w.endswith(".idx")] != [], written  # renamed into place
+    assert not any(len(w) == 38 for w in written), written  # no loose object
+    assert store.resolve(res.safety.commit).kind == "safety"
+    store.undo()
+    assert (workspace / "a.txt").read_text() == "two\n"
+    assert (workspace / "d/b.txt").read_text() == "three\n"
+    store.close()
 
 
 # ---------------------------------------------------------------------------- gc

@@ -190,7 +190,9 @@ def test_incremental_walk_matches_a_full_walk_after_random_edits(tmp_path: Path,
                 verify = "link_out_write" in done or bool(
                     "link_inside" in done and gone & set(done)
                 )
-                got = walker.update(changes.dirty, changes.fresh, verify=verify)
+                got = walker.update(
+                    changes.dirty, changes.fresh, verify=verify, names=changes.names
+                )
                 incremental += 1
                 # Every path that differs from the last walk is among those it says it touched.
                 differ = {
@@ -223,11 +225,13 @@ def test_a_scan_with_a_watcher_lists_only_the_changed_folders(tmp_path: Path) ->
     assert again.commit == first.commit and store._scanner.walker.listed == 0
     (ws / "d07" / "f1.txt").write_text("changed\n")
     second = store.capture()
-    assert second.changed == ("d07/f1.txt",) and store._scanner.walker.listed == 1
+    # Only the file an event named is looked at again: its folder is not listed.
+    assert second.changed == ("d07/f1.txt",) and store._scanner.walker.listed == 0
+    assert store._scanner.walker.patched == 1
     # The restore's safety scan is incremental too, and still sees an unrecorded edit.
     (ws / "d08" / "f2.txt").write_text("not captured yet\n")
     res = store.restore(first.tree)
-    assert store._scanner.walker.listed == 1
+    assert store._scanner.walker.listed == 0 and store._scanner.walker.patched == 1
     assert (ws / "d08" / "f2.txt").read_text() == "8 2\n"
     store.undo()
     assert (ws / "d08" / "f2.txt").read_text() == "not captured yet\n"
@@ -310,7 +314,8 @@ def test_watching_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert off._scanner.watch is None
     (ws / "f").write_text("2")
     assert off.capture().changed == ("f",)
-    assert off._scanner.walker is not None and off._scanner.walker.listed == 1  # a full walk
+    # Found by the check of every file's stat data (no event): that file alone looked at again.
+    assert off._scanner.walker is not None and off._scanner.walker.patched == 1
     # TREESEARCH_WATCH is read by the command line (cli.py) and passed down; the library reads
     # no environment variable.
     monkeypatch.setenv("TREESEARCH_WATCH", "0")
@@ -321,7 +326,7 @@ def test_watching_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert env_off._scanner.watch is None
     (ws / "f").write_text("3")
     assert env_off.capture().changed == ("f",)
-    assert env_off._scanner.walker is not None and env_off._scanner.walker.listed == 1
+    assert env_off._scanner.walker is not None and env_off._scanner.walker.patched == 1
     library = ShadowStore.open(ws, home=tmp_path / "home3")
     library.capture()
     assert library._scanner.watch is not None  # the default: on, whatever the environment says

@@ -25,7 +25,7 @@ from treesearch.store._fs import atomic_write
 from treesearch.store._git import GitFailed, GitRunner, blob_oid, fixed_commit_date
 from treesearch.store._objects import commit_content, write_object
 from treesearch.store._retention import GcPolicy, named_for_drop, plan_gc, pressure_order
-from treesearch.store._trees import ObjectReader, objects_dir_of
+from treesearch.store._trees import Trees, objects_dir_of
 from treesearch.store._walk import default_mode
 from treesearch.store.values import CaptureStats, Skipped, Snapshot
 from treesearch.types import CommitId, TreeHash
@@ -95,15 +95,22 @@ class State:
 class Catalogue:
     """The snapshots of one store and its state file."""
 
-    def __init__(self, store: Path, git: GitRunner, run: Run, objects: ObjectReader) -> None:
+    def __init__(self, store: Path, git: GitRunner, run: Run, trees: Trees) -> None:
         self.store = store
-        self.objects = objects
-        """The store's one object reader (``_trees.py``): metadata blobs are read through it."""
+        self.trees = trees
+        """The store's trees (``_trees.py``): a commit joins the pack of its scan's objects."""
+        self.objects = trees.objects
+        """The store's one object reader: metadata blobs are read through it."""
         self.git_dir = store / "git"
         self.git = git
         self.run = run
         self.state = State()
         self.gen_seen = -1
+        self.defer_save = False
+        """While set, ``bump`` changes the state in memory only: the next ``bump`` (or
+        ``save_pending``) writes it (a restore records its safety snapshot and its end in one
+        write of ``state.json``)."""
+        self._unsaved = False
         self.snapshots: dict[str, Snapshot] | None = None
         self.fsmeta: dict[str, str] = {}
         """Commit id -> id of its metadata blob (format 2 snapshots that have metadata)."""
@@ -128,7 +135,16 @@ class Catalogue:
             setattr(self.state, key, value)
         self.state.generation += 1
         self.gen_seen = self.state.generation
-        self.state.save(self.store / "state.json")
+        if self.defer_save:
+            self._unsaved = True
+            return
+        self.save_pending(force=True)
+
+    def save_pending(self, *, force: bool = False) -> None:
+        """Write the state if a ``bump`` left it unsaved (``force``: in any case)."""
+        if force or self._unsaved:
+            self.state.save(self.store / "state.json")
+            self._unsaved = False
 
     # ------------------------------------------------------------------ reading
 
@@ -311,7 +327,13 @@ class Catalogue:
             raise CaptureError(f"snapshot meta is not JSON-serialisable: {exc}") from exc
         # The bytes `git commit-tree` writes, without its process (``_objects.py``).
         content = commit_content(tree, message.encode(), int(created))
-        commit = write_object(self.objects_dir, "commit", content, tmp_dir=self.store)
+        pending = self.trees.pending
+        if pending is None:
+            commit = write_object(self.objects_dir, "commit", content, tmp_dir=self.store)
+        else:
+            # With the objects of the scan, in one pack, written before the ref names them.
+            commit = pending.add("commit", content)
+            self.trees.flush()
         self._write_ref(SNAP_REFS + commit, commit)
         snap = Snapshot(
             tree=tree,

@@ -6,13 +6,18 @@ search holds its workspace, a second search, session or restore of the same work
 process is refused at once (``WorkspaceBusy``, one line naming the holder). Captures and reads are
 not held: they never change the workspace.
 
-Two files in the store folder::
+One file in the store folder::
 
-    hold.lock   the flock(2) target (never removed: removing a lock file races with its next user)
-    hold.json   the holder's record while held: pid, command line, purpose, since, host
+    hold.lock   the flock(2) target (never removed: removing a lock file races with its next
+                user), holding the holder's record while held: pid, command line, purpose,
+                since, host (empty while free)
 
 The kernel drops a flock when its process dies, so a holder killed with SIGKILL never blocks
 anyone; the record it leaves behind is the evidence, and the next holder reports it (``reclaimed``).
+The record is written into the locked file in place (no file made, renamed or removed per hold: a
+restore takes a hold of its own, and those cost as much as the restore's own files). Only the
+holder writes it; a reader that finds it half written (or empty) takes it for not yet written, as
+a record a holder is about to write.
 A hold is re-entrant within one process: a session opened inside a search shares the search's hold.
 """
 
@@ -32,12 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from treesearch.errors import WorkspaceBusy
-from treesearch.store._fs import atomic_write, pid_alive
+from treesearch.store._fs import pid_alive
 
 __all__ = ["HolderRecord", "WorkspaceHold", "acquire_hold"]
 
 _LOCK = "hold.lock"
-_RECORD = "hold.json"
+_RECORD_MAX = 64 * 1024
 _MAX_COMMAND = 160
 
 
@@ -127,7 +132,7 @@ class WorkspaceHold:
             del _held[self._key]
             # The record goes first: a record on disk with a free lock means "died holding it".
             with contextlib.suppress(OSError):
-                os.unlink(Path(self._key).with_name(_RECORD))
+                os.ftruncate(held.fd, 0)
             with contextlib.suppress(OSError):
                 fcntl.flock(held.fd, fcntl.LOCK_UN)
             os.close(held.fd)
@@ -170,7 +175,7 @@ def acquire_hold(
             os.close(fd)
             raise
         try:
-            reclaimed = _reclaim(store_path)
+            reclaimed = _reclaim(fd)
             record = HolderRecord(
                 pid=me,
                 command=_own_command() if command is None else _clean(command),
@@ -180,12 +185,14 @@ def acquire_hold(
                 started=_start_ticks(me),
             )
             try:
-                atomic_write(store_path / _RECORD, json.dumps(asdict(record)) + "\n")
+                if os.fstat(fd).st_size:  # (a dead holder's: an empty file needs no change)
+                    os.ftruncate(fd, 0)
+                os.pwrite(fd, (json.dumps(asdict(record)) + "\n").encode(), 0)
             except OSError:
                 # A full disk: the flock alone still keeps others out (they are told the holder
                 # did not record itself); a stale record must not name the wrong holder.
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(store_path / _RECORD)
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
         except BaseException:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
@@ -195,22 +202,22 @@ def acquire_hold(
 
 
 def holder(store_path: Path) -> HolderRecord | None:
-    """The recorded holder of the workspace (``None``: no record)."""
+    """The recorded holder of the workspace (``None``: no record, or one half written)."""
     try:
-        return HolderRecord.from_json(json.loads((store_path / _RECORD).read_text()))
+        return HolderRecord.from_json(json.loads((store_path / _LOCK).read_bytes()))
     except (OSError, ValueError):
         return None
 
 
-def _reclaim(store_path: Path) -> str | None:
-    """We hold the flock: a record still on disk belongs to a holder that died holding it."""
-    path = store_path / _RECORD
+def _reclaim(fd: int) -> str | None:
+    """We hold the flock of ``fd``: a record still in it belongs to a holder that died holding
+    it (the next record is written over it)."""
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
+        text = os.pread(fd, _RECORD_MAX, 0)
     except OSError as exc:
         return f"removed an unreadable workspace hold record ({exc.strerror})"
+    if not text:
+        return None
     try:
         old = HolderRecord.from_json(json.loads(text))
     except ValueError:

@@ -6,14 +6,19 @@ cost as much as its ``lstat``. Instead, every folder the walker knows is checked
 saw there, and only folders that differ are listed again (``Walker.update``, the watcher's path,
 which gives the same answer as a full walk). A folder differs when
 
-- its mtime moved, or it holds skipped entries (oversize or special files, which have no key);
+- it holds skipped entries (oversize or special files, which have no key): it is listed again;
 - its entry names changed. They are read (``os.listdir``) unless the folder's mtime, ctime and
   inode are those of an earlier check that found its names unchanged, and that check was not
   within the timestamp tick of them (``_stat.is_racy``): adding, removing or renaming an entry
   moves the folder's ctime, which no one can set back; exactly the trust the scan puts in a
-  file's stat data;
+  file's stat data. A moved mtime alone (a file replaced by a rename, one made and removed
+  again) sends the names to be read, not the folder to be listed;
 - the stat data of a file it captured changed: each is compared to the nanosecond with the key
   the walk recorded (``lstat`` relative to the opened folder: no walk of the whole path per file).
+
+The names that came or went and the files whose stat data changed are given to the walker, which
+looks at those entries alone (``Walker.update(names=...)``): a few edited files in a folder of
+hundreds cost a few ``lstat`` calls, not a listing of the folder and an ``lstat`` of each entry.
 
 A file whose content changed without any change of its stat data is the scan's business (its
 racy set), as after a full walk.
@@ -44,16 +49,19 @@ class Recheck:
         """Folder -> its stamp when its names were found to be the walker's, and when that
         check started (ns)."""
 
-    def __call__(self, walker: Walker) -> tuple[set[str], set[str]]:
-        """Folders whose entries or captured files changed since ``walker`` last listed them
-        (``dirty``), and folders that are gone or no longer folders (``fresh``: their parent
-        is listed again), as ``Walker.update`` takes them."""
+    def __call__(self, walker: Walker) -> tuple[set[str], set[str], dict[str, set[str]]]:
+        """Folders to list again (``dirty``: one whose entries cannot be checked one by one),
+        folders that are gone or no longer folders (``fresh``: their parent is listed again),
+        and, per folder, the entries whose name or stat data changed since ``walker`` last
+        looked (``names``; an empty set: only the folder's mtime moved), as ``Walker.update``
+        takes them."""
         if walker is not self._walker or len(self._verified) > 2 * len(walker.dirs) + 64:
             self._walker, self._verified = walker, {}
         verified = self._verified
         started = time.time_ns()
         dirty: set[str] = set()
         fresh: set[str] = set()
+        names: dict[str, set[str]] = {}
         root = walker.root
         stat_at = os.stat
         for rel, d in walker.dirs.items():
@@ -68,30 +76,38 @@ class Recheck:
                 st = os.fstat(fd)
                 # The root's mtime as ``Walker.full`` takes it (it may be given as a symlink).
                 mtime = st.st_mtime_ns if rel else os.lstat(root).st_mtime_ns
-                if mtime != d.mtime or d.skipped:
+                if d.skipped:
                     dirty.add(rel)
                     continue
+                changed: set[str] = set()
                 stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                 known = verified.get(rel)
                 if (
-                    known is None
+                    mtime != d.mtime
+                    or known is None
                     or known[0] != stamp
                     or is_racy(stamp[0], known[1])
                     or is_racy(stamp[1], known[1])
                 ):
-                    if frozenset(os.listdir(fd)) != d.names:
-                        dirty.add(rel)
-                        continue
-                    verified[rel] = (stamp, started)
+                    now = frozenset(os.listdir(fd))
+                    if now == d.names:
+                        verified[rel] = (stamp, started)
+                    else:
+                        changed.update(now.symmetric_difference(d.names))
                 cut = len(rel) + 1 if rel else 0
                 # Hot loop (one iteration per captured file): one system call, one comparison.
                 for path, key in d.files.items():
-                    st = stat_at(path[cut:], dir_fd=fd, follow_symlinks=False)
+                    try:
+                        st = stat_at(path[cut:], dir_fd=fd, follow_symlinks=False)
+                    except FileNotFoundError:
+                        changed.add(path[cut:])
+                        continue
                     if (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode) != key:
-                        dirty.add(rel)
-                        break
+                        changed.add(path[cut:])
+                if changed or mtime != d.mtime:
+                    names[rel] = changed
             except OSError:
                 dirty.add(rel)  # changed under us: listing it again says how
             finally:
                 os.close(fd)
-        return dirty, fresh
+        return dirty, fresh, names

@@ -22,11 +22,11 @@ from pathlib import Path
 from treesearch.errors import RecoveryError, RestoreError
 from treesearch.store._catalogue import Catalogue
 from treesearch.store._errors import describe, one_line
-from treesearch.store._fs import SafeTree, UnsafePathError, atomic_write
+from treesearch.store._fs import SafeTree, UnsafePathError, create_file
 from treesearch.store._git import GitFailed, GitRunner
 from treesearch.store._restore_check import checked_scan
 from treesearch.store._scan import Scan, Scanner
-from treesearch.store._trees import Trees
+from treesearch.store._trees import AHEAD_MAX, Trees
 from treesearch.store._walk import MODE, WalkResult, default_mode
 from treesearch.store.values import RestoreResult, Snapshot
 from treesearch.types import TreeHash
@@ -87,12 +87,28 @@ class Restorer:
         t0 = time.perf_counter()
         if self.journal.exists():
             self.recover()
+        try:
+            return self._restore(target, t0)
+        finally:
+            # The safety snapshot's record waits for the restore's own (one write of the state
+            # file): a restore that fails before that writes it here.
+            self.catalogue.defer_save = False
+            with contextlib.suppress(OSError):
+                self.catalogue.save_pending()
+
+    def _restore(self, target: Snapshot, t0: float) -> RestoreResult:
         token = secrets.token_hex(4)
         try:
             # Every file the plan changes is checked against its stat data on disk: the safety
             # snapshot holds it as it is, even after a change no event reports.
-            scan, plan = checked_scan(self.scanner, lambda s: self.plan(s, target))
-            safety = self.safety(scan)
+            # The safety scan's new objects and its snapshot's commit go into one pack.
+            with self.trees.one_pack(self.scanner.forget_index):
+                scan, plan = checked_scan(self.scanner, lambda s: self.plan(s, target))
+                # Its commit and ref are written now; the state file (which names it the last
+                # snapshot) waits for the end of the restore, or its journal names it.
+                self.catalogue.defer_save = True
+                safety = self.safety(scan)
+                self.catalogue.defer_save = False
             if not plan.empty:
                 self._write_journal(token, target.commit, safety.commit, plan)
         except (GitFailed, OSError) as exc:
@@ -143,7 +159,7 @@ class Restorer:
         # Every file is written: the restore is complete whatever happens next. The index
         # is only git's stat cache; if it cannot be updated (a full disk), the next scan
         # finds the rewritten files by their changed stat data.
-        warning = self._sync_index_or_forget(plan, target.tree)
+        warning = self._sync_index_or_forget(plan, target.tree, pruned)
         try:
             self.catalogue.bump(last=target.commit, undo=safety.commit)
             self.journal.unlink()
@@ -244,8 +260,11 @@ class Restorer:
         }
         # Not durable: the journal guards against the process dying (SIGKILL, OOM), which
         # leaves the page cache intact; like git's own objects, it does not claim power-loss
-        # durability.
-        atomic_write(self.journal, json.dumps(data))
+        # durability. Written in place, not renamed into place: a kill while it is written
+        # leaves a part of it, which is never JSON (the object's closing brace comes last), and
+        # ``recover`` discards it (nothing in the workspace was written yet).
+        if not create_file(self.journal, json.dumps(data).encode()):
+            raise FileExistsError(errno.EEXIST, "a journal is in the way", str(self.journal))
 
     # ------------------------------------------------------------------ execution
 
@@ -257,7 +276,9 @@ class Restorer:
                 tree.unlink(path)
             pruned = [d for d in plan.prune if tree.rmdir(d)]
             deferred: list[tuple[str, Callable[[int], None], int]] = []
-            for path, mode, oid, perm in plan.writes:
+            for i, (path, mode, oid, perm) in enumerate(plan.writes):
+                if i % AHEAD_MAX == 0:  # (blobs not read in the process: one cat-file round trip)
+                    blobs.ask_ahead([w[2] for w in plan.writes[i : i + AHEAD_MAX]])
                 if mode == 0o120000:
                     tree.write_symlink(path, blobs.read(oid), token)
                     continue
@@ -285,8 +306,9 @@ class Restorer:
                 tree.mkdirs(d)
         return pruned
 
-    def _sync_index(self, plan: Plan, tree: TreeHash) -> None:
-        """Tell the index what the restore changed (it now holds ``tree``).
+    def _sync_index(self, plan: Plan, tree: TreeHash, pruned: list[str]) -> None:
+        """Tell the index what the restore changed (it now holds ``tree``; ``pruned``: the
+        folders it removed).
 
         One ``update-index --index-info`` with the blob ids the plan already knows: nothing is
         hashed again. The entries carry no stat data, which is fine: our own stat cache decides
@@ -317,17 +339,17 @@ class Restorer:
             [(p, oid) for p, _mode, oid, _perm in plan.writes],
             {p for p, *_ in plan.writes} | {p for p, _ in plan.chmods},
             plan.deletes,
-            [*plan.prune, *plan.mkdirs],
+            [*pruned, *plan.mkdirs],  # (a folder it could not prune is as it was)
             tree,
             update_index,
             entries,
         )
 
-    def _sync_index_or_forget(self, plan: Plan, tree: TreeHash) -> str | None:
+    def _sync_index_or_forget(self, plan: Plan, tree: TreeHash, pruned: list[str]) -> str | None:
         """``_sync_index`` after the files are written; a failure (a full disk) only costs the
         cache: it is forgotten, and the warning says so."""
         try:
-            self._sync_index(plan, tree)
+            self._sync_index(plan, tree, pruned)
             return None
         except (GitFailed, OSError) as exc:
             self.scanner.forget_index()
@@ -347,8 +369,7 @@ class Restorer:
         self.scanner.forget_index()
         scan = Scan(target.tree, self.scanner.walk(verify=True), 0, 0.0)
         back = self.plan(scan, safety)
-        self.execute(back, token)
-        self._sync_index_or_forget(back, safety.tree)
+        self._sync_index_or_forget(back, safety.tree, self.execute(back, token))
         with contextlib.suppress(FileNotFoundError):
             self.journal.unlink()
 
@@ -365,7 +386,7 @@ class Restorer:
         except FileNotFoundError:
             return None
         except ValueError:
-            journal.unlink()  # torn before the rename: the restore never started writing
+            journal.unlink()  # torn while written: the restore never started writing
             return "discarded an unfinished journal of a restore that had not started"
         token, target_id, safety_id = data["token"], data["target"], data["safety"]
         self._cleanup_temps(token, data.get("writes", ()))
@@ -389,8 +410,7 @@ class Restorer:
         plan = Plan()
         try:
             plan = self.plan(self.scanner.scan(verify=True), snap)
-            self.execute(plan, token)
-            self._sync_index_or_forget(plan, snap.tree)
+            self._sync_index_or_forget(plan, snap.tree, self.execute(plan, token))
             return True
         except (RestoreError, OSError, GitFailed):
             self._cleanup_temps(token, [p for p, *_ in plan.writes])

@@ -8,8 +8,8 @@ walk. Checking every file's stat data (``Walker.update(verify=True)``) finds tho
 ``lstat`` per file of the workspace, every restore.
 
 ``checked_scan`` checks only the files the plan will change: each one's stat data, now, against
-the walk's record of it. A file whose stat data moved since its folder was last listed sends its
-folder to be listed again (``Walker.wrote``), and the scan and the plan are made again, until
+the walk's record of it. A file whose stat data moved since the walk last looked at it is looked
+at again (``Walker.wrote``), and the scan and the plan are made again, until
 they agree (after a few rounds, a verifying scan settles it). So every file a restore changes is
 in its safety snapshot as it is on disk, whether an event reported its change or not; a file the
 restore does not change is left as it is (with a change no event reported, it stays as the user

@@ -477,9 +477,9 @@ class Scanner:
             return None
         if watch is None:
             walker.rules_for = rules_for
-            dirty, fresh = self.recheck(walker)
+            dirty, fresh, names = self.recheck(walker)
             try:
-                return walker.update(dirty, fresh)
+                return walker.update(dirty, fresh, names=names)
             except NeedFullWalk:
                 return None
         changes = watch.read()
@@ -487,7 +487,7 @@ class Scanner:
             return None
         walker.rules_for = rules_for
         try:
-            w = walker.update(changes.dirty, changes.fresh, verify=verify)
+            w = walker.update(changes.dirty, changes.fresh, verify=verify, names=changes.names)
         except NeedFullWalk:
             return None
         return None if watch.lost else w

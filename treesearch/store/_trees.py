@@ -5,9 +5,10 @@ A restore used to run ``diff-tree`` for its plan, a ``cat-file --batch`` of its 
 contents, and ``update-index`` + ``write-tree`` for the safety snapshot of a few changed files:
 four process starts, most of a small restore. Here:
 
-- ``ObjectReader`` reads loose objects itself (zlib, id checked) and everything else through one
-  ``cat-file --batch`` started when first needed and kept until the store closes (GitPython keeps
-  one the same way). Objects written later by other processes are seen: loose ones are read from
+- ``ObjectReader`` reads loose objects itself (zlib, id checked), packed ones too (the pack's
+  index and entries, deltas applied, id checked: ``_packread.py``), and everything else through
+  one ``cat-file --batch`` started when first needed and kept until the store closes (GitPython
+  keeps one the same way). Objects written later by other processes are seen: loose ones are read from
   disk, and git looks for new packs when an object is not found; should it still answer
   "missing", the process is started again once before the object is called missing (a pack
   written and an old one removed by a repack since it started).
@@ -26,6 +27,7 @@ four process starts, most of a small restore. Here:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import os
@@ -34,12 +36,13 @@ import struct
 import subprocess
 import weakref
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from treesearch.store._fs import atomic_write
+from treesearch.store._fs import atomic_write, create_file
 from treesearch.store._git import BinarySink, GitFailed, GitRunner, git_executable
 from treesearch.store._objects import object_id
+from treesearch.store._packread import PackSet
 from treesearch.store._stat import git_mode
 
 Entry = tuple[int, str]
@@ -47,6 +50,9 @@ Entry = tuple[int, str]
 TREE_MODE = 0o40000
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _LOOSE_MAX = 8 << 20
+AHEAD_MAX = 64
+"""At most this many requests are sent to ``cat-file`` ahead of their reads (their 41 bytes each
+stay far below a pipe's buffer, so the write never waits for ``cat-file`` to read)."""
 _ZERO = "0" * 40
 _CACHED_TREES = 8192
 UNSYNCED_MAX = 256
@@ -69,7 +75,9 @@ class ObjectReader:
     """Reads objects of one store: loose ones directly, others through one long-lived
     ``git cat-file --batch`` (see the module)."""
 
-    def __init__(self, git: GitRunner, objects_dir: Callable[[], Path]) -> None:
+    def __init__(
+        self, git: GitRunner, objects_dir: Callable[[], Path], *, read_packs: bool = True
+    ) -> None:
         self._git = git
         self._objects_dir = objects_dir
         """Where the store's git processes write objects (a search worker's store: the search
@@ -78,6 +86,11 @@ class ObjectReader:
         self._env: dict[str, str] = {}
         self._pid = 0
         self._stop: weakref.finalize | None = None
+        self._ahead: collections.deque[str] = collections.deque()
+        self._packs = PackSet(objects_dir if read_packs else lambda: Path("/nonexistent"))
+        """The packs, read in this process (``_packread.py``); ``cat-file`` for the rest
+        (everything, with ``read_packs=False``)."""
+        """Ids asked for ahead (``ask_ahead``) whose answers wait in the pipe, in order."""
         self.started = 0
         """How many ``cat-file`` processes this reader started (a test reads it)."""
 
@@ -85,9 +98,9 @@ class ObjectReader:
 
     def read_object(self, oid: str) -> tuple[bytes, bytes]:
         """``(type, content)`` of object ``oid``; raises ``MissingObject``."""
-        loose = self._loose(oid)
-        if loose is not None:
-            return loose
+        got = self._loose(oid) or self._packs.read(oid, _LOOSE_MAX)
+        if got is not None:
+            return got
         buf = _Buffer()
         kind = self._batch(oid, buf)
         return kind, b"".join(buf.parts)
@@ -98,9 +111,33 @@ class ObjectReader:
         self.read_to(oid, buf)
         return b"".join(buf.parts)
 
+    def ask_ahead(self, oids: Sequence[str]) -> None:
+        """Send the requests for ``oids`` (at most ``AHEAD_MAX`` blobs about to be read with
+        ``read_to``, in this order) to ``cat-file`` in one write: each read then only takes its
+        answer (one round trip for all of them, not one each). A read of another id first drops
+        the answers with the process (a failure part-way: the next read starts another)."""
+        if self._ahead:
+            self.close()
+        self._packs.refresh()
+        # (What this process reads itself, it does not ask for.)
+        oids = [o for o in oids if not self._packs.has(o)]
+        if not oids or len(oids) > AHEAD_MAX:
+            return
+        proc = self._process()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(b"".join(oid.encode() + b"\n" for oid in oids))
+            proc.stdin.flush()
+        except OSError:
+            self.close()  # each read asks again
+            return
+        self._ahead.extend(oids)
+
     def read_to(self, oid: str, sink: BinarySink) -> int:
         """Stream blob ``oid`` into ``sink``; return its size."""
-        loose = self._loose(oid)
+        loose = None
+        if not (self._ahead and self._ahead[0] == oid):
+            loose = self._loose(oid) or self._packs.read(oid, _LOOSE_MAX)
         if loose is not None:
             if loose[0] != b"blob":
                 raise GitFailed(["cat-file", oid], 1, b"not a blob: " + loose[0])
@@ -147,11 +184,18 @@ class ObjectReader:
         """Ask the long-lived ``cat-file --batch`` for ``oid``; a "missing" answer starts it
         again once (objects packed since it started) before the object is called missing."""
         for attempt in (0, 1):
-            proc = self._process(restart=attempt == 1)
+            proc = self._process(restart=attempt == 1)  # (a new one has nothing asked ahead)
+            if self._ahead and self._ahead[0] != oid:
+                self.close()  # asked ahead in another order: drop those answers
+                proc = self._process()
+            asked = bool(self._ahead)
+            if asked:
+                self._ahead.popleft()
             assert proc.stdin is not None and proc.stdout is not None
             try:
-                proc.stdin.write(oid.encode() + b"\n")
-                proc.stdin.flush()
+                if not asked:
+                    proc.stdin.write(oid.encode() + b"\n")
+                    proc.stdin.flush()
                 header = proc.stdout.readline()
             except OSError as exc:
                 self.close()
@@ -166,13 +210,16 @@ class ObjectReader:
                 raise GitFailed(["cat-file", "--batch", oid], 1, header or b"no answer")
             kind, left = parts[1], int(parts[2])
             out = proc.stdout
-            while left:
-                chunk = out.read(min(left, 1 << 20))
-                if not chunk:
-                    self.close()
-                    raise GitFailed(["cat-file", "--batch", oid], 1, b"short read")
-                sink.write(chunk)
-                left -= len(chunk)
+            try:
+                while left:
+                    chunk = out.read(min(left, 1 << 20))
+                    if not chunk:
+                        raise GitFailed(["cat-file", "--batch", oid], 1, b"short read")
+                    sink.write(chunk)
+                    left -= len(chunk)
+            except BaseException:
+                self.close()  # the rest of the answer is left in the pipe: never reuse it
+                raise
             out.read(1)  # the LF after the content
             return kind
         raise MissingObject(
@@ -202,6 +249,7 @@ class ObjectReader:
     def close(self) -> None:
         """End the ``cat-file`` process (a later read starts another)."""
         self._proc = None
+        self._ahead.clear()
         if self._stop is not None:
             self._stop()
             self._stop = None
@@ -263,6 +311,8 @@ class Trees:
         self.objects = objects
         self.objects_dir = objects_dir
         self._cache: dict[str, dict[bytes, Entry]] = {}
+        self.pending: ObjectBatch | None = None
+        """Inside ``one_pack``: the objects saved since, written together by ``flush``."""
 
     def entries(self, oid: str) -> dict[bytes, Entry]:
         """The entries of tree ``oid`` (do not change the answer: it is cached)."""
@@ -272,7 +322,8 @@ class Trees:
         if oid == EMPTY_TREE:
             got = {}
         else:
-            kind, data = self.objects.read_object(oid)
+            held = self.pending.objects.get(oid) if self.pending is not None else None
+            kind, data = (held[0].encode(), held[1]) if held else self.objects.read_object(oid)
             if kind != b"tree":
                 raise GitFailed(["cat-file", oid], 1, b"not a tree: " + kind)
             got = parse_tree(data)
@@ -358,8 +409,41 @@ class Trees:
     # ------------------------------------------------------------------ making trees
 
     def save(self, batch: ObjectBatch) -> None:
-        """Write ``batch``'s objects where the store's git writes them (one pack)."""
+        """Write ``batch``'s objects where the store's git writes them (one pack); inside
+        ``one_pack``, with the block's other objects."""
+        if self.pending is not None:
+            for oid, item in batch.objects.items():
+                self.pending.objects.setdefault(oid, item)
+            batch.objects = {}
+            return
         batch.write(self.objects_dir())
+
+    @contextlib.contextmanager
+    def one_pack(self, lost: Callable[[], None]) -> Iterator[None]:
+        """Objects saved inside the block (a restore's safety scan) are written as one pack with
+        those a ``flush`` adds (its snapshot's commit, which ``Catalogue.record`` writes so, before
+        any ref names it), not a pack each; what is left is written when the block ends, however
+        it ends. Should that fail, ``lost()`` is called (what was made from those objects must not
+        be trusted) and the error raised."""
+        if self.pending is not None:
+            yield  # (nested: the outer block writes them)
+            return
+        self.pending = ObjectBatch()
+        try:
+            yield
+        finally:
+            try:
+                self.flush()
+            except BaseException:
+                lost()
+                raise
+            finally:
+                self.pending = None
+
+    def flush(self) -> None:
+        """Write the objects ``one_pack`` holds so far (nothing outside it)."""
+        if self.pending is not None:
+            self.pending.write(self.objects_dir())
 
     def update(
         self, base: str, changes: Mapping[str, Entry | None], batch: ObjectBatch | None = None
@@ -548,8 +632,8 @@ class ObjectBatch:
     """Objects to write together as one pack: two files in one folder, whatever their number (a
     session's step makes a blob and a few trees; loose, each is a file of its own and often a
     new fan-out folder: measured 1.5x slower for a capture, 1.4x for a restore). ``add`` returns
-    the id at once; ``write`` puts the pack in place (pack first, its index last: git sees a
-    pack only by its index, so a kill leaves no half-made object). ``_pack.MAX_PACKS`` bounds
+    the id at once; ``write`` puts the pack in place (pack first, its index last, renamed into
+    place: git sees a pack only by its index, so a kill leaves no half-made object). ``_pack.MAX_PACKS`` bounds
     how many pile up between repacks."""
 
     def __init__(self) -> None:
@@ -567,9 +651,15 @@ class ObjectBatch:
         folder = objects_dir / "pack"
         if not folder.is_dir():
             folder.mkdir(parents=True, exist_ok=True)
-        # Temporary files beside the pack (a rename within a folder costs half of one across
-        # folders here); ``_init.sweep_temps`` removes those a killed writer left.
-        atomic_write(folder / f"pack-{name}.pack", pack, tmp_dir=folder, perm=0o444)
+        # The pack is written in place: git (and ``_packread``) sees a pack only through its
+        # index, renamed into place once the pack is whole. A file of that name already there
+        # (a killed writer's, or another process writing the same objects into a shared objects
+        # folder) is replaced whole, through a temporary file. Temporary files go beside the
+        # pack (a rename within a folder costs half of one across folders here);
+        # ``_init.sweep_temps`` removes those a killed writer left.
+        pack_path = folder / f"pack-{name}.pack"
+        if not create_file(pack_path, pack, perm=0o444):
+            atomic_write(pack_path, pack, tmp_dir=folder, perm=0o444)
         atomic_write(folder / f"pack-{name}.idx", idx, tmp_dir=folder, perm=0o444)
         self.objects = {}
 

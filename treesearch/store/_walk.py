@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -130,6 +130,8 @@ class Walker:
         self._order: list[str] | None = None
         self.listed = 0
         """Folders listed by the last ``full`` or ``update``."""
+        self.patched = 0
+        """Folders the last ``update`` brought up to date by looking at named entries only."""
         self._touched: set[str] | None = None
         self._written: set[str] = set()
         """Paths the store itself wrote, deleted or chmodded since the last walk."""
@@ -161,6 +163,7 @@ class Walker:
         self._result = None
         self.relisted = None
         self.listed = 0
+        self.patched = 0
         self.verified = 0
         self._touched = None
         self._written = set()
@@ -170,16 +173,24 @@ class Walker:
         return self.result()
 
     def wrote(self, paths: Collection[str]) -> None:
-        """The store itself changed these paths (a restore): the next ``update`` lists their
-        folders again and counts them as touched, so its answer and the store's stat cache, which
-        the restore updated, are compared for them."""
+        """The store itself changed these paths (a restore): the next ``update`` looks at them
+        again (their entries alone, in a folder it knows: ``names``) and counts them as touched,
+        so its answer and the store's stat cache, which the restore updated, are compared for
+        them."""
         self._written.update(paths)
 
     def update(
-        self, dirty: Collection[str], fresh: Collection[str], *, verify: bool = False
+        self,
+        dirty: Collection[str],
+        fresh: Collection[str],
+        *,
+        verify: bool = False,
+        names: Mapping[str, Collection[str]] | None = None,
     ) -> WalkResult:
         """Re-list the folders in ``dirty`` (relative paths); walk the folders in ``fresh`` (new,
-        replaced or moved: whatever was known below them is dropped) from scratch. Raises
+        replaced or moved: whatever was known below them is dropped) from scratch; in the
+        folders of ``names`` (folder -> entry names), look at the named entries only (a name an
+        event or a check reported: nothing else in that folder changed). Raises
         ``NeedFullWalk`` when that cannot give the same answer as ``full``.
 
         With ``verify``, every other known file is ``lstat``-ed too, and the folders of those whose
@@ -188,6 +199,7 @@ class Walker:
         through a shared ``mmap``). A walk that meets a file newly known to have more than one
         link verifies too: its other names may be in folders that got no event."""
         self.listed = 0
+        self.patched = 0
         self.verified = 0
         self._touched = set()
         self._new_link = False
@@ -197,18 +209,28 @@ class Walker:
             if rel in self.dirs:
                 self._drop(rel)
             todo.add(_parent(rel))
+        again: dict[str, set[str]] = {rel: set(n) for rel, n in (names or {}).items()}
         for path in written:
             parent = _parent(path)
+            if parent in self.dirs:
+                again.setdefault(parent, set()).add(path[len(parent) + 1 if parent else 0 :])
+                continue
             while parent and parent not in self.dirs:
                 parent = _parent(parent)
             todo.add(parent)
         todo.update(self._totals.linked)
+        patched: set[str] = set()
+        for rel in again.keys() - todo:
+            if rel in self.dirs and self._patch(rel, again[rel]):
+                patched.add(rel)
+            else:
+                todo.add(rel)
         done: set[str] = set()
         self._relist(todo, done)
         self._touched.update(written)
         if verify or self._new_link:
             self._relist(self._stale_dirs(done), done)
-        self.relisted = done
+        self.relisted = done | patched
         return self.result()
 
     def _stale_dirs(self, done: set[str]) -> set[str]:
@@ -403,6 +425,86 @@ class Walker:
         self.dirs[rel_dir] = record
         self._totals.add(rel_dir, record)
         self._result = None
+
+    def _patch(self, rel_dir: str, names: Collection[str]) -> bool:  # noqa: C901 - _visit's cases
+        """Bring the record of the known folder ``rel_dir`` up to date by looking at ``names``
+        only (the entries an event or a check named; nothing else in it changed): the record a
+        listing would make, without an ``lstat`` of every other entry. Each name is classified
+        as ``_visit`` classifies an entry. False, with nothing changed, when only a listing
+        will do: a folder (new, gone or replaced), a special, oversize or hard-linked file, a
+        ``.gitignore`` or ``.git`` among them, or a folder that holds such entries."""
+        old = self.dirs[rel_dir]
+        if old.skipped or old.linked or old.nested:
+            return False
+        abs_dir = os.path.join(self.root, rel_dir) if rel_dir else self.root
+        prefix = rel_dir + "/" if rel_dir else ""
+        try:
+            st = os.lstat(abs_dir)  # before the entries, as ``_visit`` takes it
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+        rules = self.rules.get(old.repo_rel)
+        only_keep = old.only_keep
+        if rules is not None and not (rules.files or rules.dirs or only_keep):
+            rules = None
+        repo_prefix_len = len(old.repo_rel) + 1 if old.repo_rel else 0
+        max_bytes = self.max_file_bytes
+        found: dict[str, Key | None] = {}
+        """name -> its key (captured), ``None``: there but not captured (ignored)"""
+        gone: list[str] = []
+        for name in names:
+            rel = prefix + name
+            if name in (".git", ".gitignore", "", ".", "..") or "/" in name or rel in old.subdirs:
+                return False
+            try:
+                est = os.lstat(abs_dir + "/" + name)
+            except FileNotFoundError:
+                gone.append(name)
+                continue
+            except OSError:
+                return False
+            mode = est.st_mode
+            fmt = mode & _S_IFMT
+            if fmt not in (_S_IFREG, _S_IFLNK):
+                return False  # a folder (listed with its parent) or a special file
+            if rules is not None:
+                in_repo = rel[repo_prefix_len:]
+                if (only_keep or in_repo in rules.files) and in_repo not in rules.keep:
+                    found[name] = None
+                    continue
+            if fmt == _S_IFREG and (
+                est.st_nlink > 1 or (max_bytes is not None and est.st_size > max_bytes)
+            ):
+                return False
+            found[name] = (est.st_mtime_ns, est.st_ctime_ns, est.st_size, est.st_ino, mode)
+        had_files = bool(old.files)
+        totals = self._totals
+        for name in [*gone, *found]:
+            rel = prefix + name
+            if old.files.pop(rel, None) is not None:
+                del totals.files[rel]
+            if old.modes.pop(rel, None) is not None:
+                del totals.modes[rel]
+        for name, key in found.items():
+            if key is None:
+                continue
+            rel = prefix + name
+            old.files[rel] = totals.files[rel] = key
+            perm = key[MODE] & 0o7777
+            if key[MODE] & _S_IFMT == _S_IFREG and perm != default_mode(key[MODE]):
+                old.modes[rel] = totals.modes[rel] = perm
+        old.names = old.names.difference(gone).union(found)
+        old.mtime = st.st_mtime_ns
+        totals.dir_mtimes[rel_dir] = old.mtime
+        totals.dir_names[rel_dir] = old.names
+        if had_files != bool(old.files):
+            self._empty = None
+        self._result = None
+        self.patched += 1
+        assert self._touched is not None
+        self._touched.update(prefix + n for n in names)
+        return True
 
     def _drop(self, rel: str) -> None:
         """Forget ``rel`` and everything below it."""

@@ -1,7 +1,8 @@
-"""Change notification for the workspace (Linux inotify): which folders to re-list.
+"""Change notification for the workspace (Linux inotify): which entries to look at again.
 
-A scan with nothing changed then costs no ``lstat`` per file: the folders the kernel reported are
-re-listed and everything else is reused (git's ``core.fsmonitor`` plays the same role for git).
+A scan with nothing changed then costs no ``lstat`` per file: the entries the kernel reported are
+looked at again (their folder re-listed when one cannot be classified alone, ``Walker.update``)
+and everything else is reused (git's ``core.fsmonitor`` plays the same role for git).
 The kernel queues an event before the system call that caused it returns, so every change made
 before a scan starts is seen by that scan.
 
@@ -80,10 +81,12 @@ LOCAL_FILESYSTEMS = frozenset(
 
 @dataclass
 class Changes:
-    """Folders to re-list (``dirty``) and folders to walk from scratch (``fresh``)."""
+    """Folders to re-list (``dirty``), folders to walk from scratch (``fresh``), and per folder
+    the names of the entries an event named (``names``: those alone need a look)."""
 
     dirty: set[str] = field(default_factory=set)
     fresh: set[str] = field(default_factory=set)
+    names: dict[str, set[str]] = field(default_factory=dict)
     events: int = 0
 
 
@@ -185,9 +188,9 @@ class Inotify:
                 if rel is None:
                     continue  # a watch we dropped
                 if name:
-                    changes.dirty.add(rel)
+                    child = os.fsdecode(name)
+                    changes.names.setdefault(rel, set()).add(child)
                     if mask & IN_ISDIR and mask & _ENTRY_CHANGED:
-                        child = os.fsdecode(name)
                         changes.fresh.add(rel + "/" + child if rel else child)
                 elif mask & _SELF_GONE:
                     if not rel:

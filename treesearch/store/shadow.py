@@ -15,7 +15,7 @@ holds every cache of it; ``_restore.py`` plans, journals, executes, rolls back a
 ``_catalogue.py`` records and finds snapshots (resolve, log, labels, pins, gc); ``_diffs.py`` diffs
 trees; ``_errors.py`` maps git and OS failures to each operation's ``StoreError`` subclass;
 ``_objects.py`` writes a snapshot's commit without a git process; ``_pack.py`` packs loose objects
-and refs after captures; ``_trees.py`` reads objects through one long-lived ``cat-file`` and
+and refs after captures; ``_trees.py`` reads objects (packs: ``_packread.py``; else ``cat-file``),
 compares and makes trees without git. Git runs with an environment built from nothing (``_git.py``).
 """
 
@@ -177,7 +177,7 @@ class ShadowStore:
             max_file_bytes=max_file_bytes,
             watch=watch,
         )
-        self._catalogue = Catalogue(path, self._git, self._run, self._scanner.trees.objects)
+        self._catalogue = Catalogue(path, self._git, self._run, self._scanner.trees)
         self._diffs = Diffs(self._git, self._run)
         self._diffs.local = lambda a, b: diff_in_process(self._scanner, a, b)
         self._packer = Packer(self.git_dir, self._run)

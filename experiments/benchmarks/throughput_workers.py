@@ -6,8 +6,10 @@ settings do the same number of expansions: ``-c search.stop_on_perfect=false``, 
 as given, no test-run limit (the demo as shipped stops at its first perfect score, which the two
 settings reach after different numbers of expansions: 11 and 17). Each setting runs
 ``--repeat`` times, alternating (1, 2, 1, 2, ...) so that a busy machine slows both alike; the
-figure is the median. Wall time is the whole search as ``treesearch run`` does it after its
-imports (root test, worker start, final restore), measured around ``run_from_config``.
+figure is the median. Each search runs in a fresh process (nothing an earlier search left in
+memory, such as its fault localisations, makes a later one cheaper). Wall time is the whole
+search as ``treesearch run`` does it after its imports (root test, worker start, final
+restore), measured around ``run_from_config``.
 
     python experiments/benchmarks/throughput_workers.py [--expansions 24] [--repeat 2]
         [--spawn-too] [--json FILE]
@@ -37,6 +39,7 @@ import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -65,7 +68,25 @@ def demo_config(base: Path, *, workers: int, expansions: int) -> dict[str, Any]:
 
 
 def one_run(workers: int, expansions: int, *, fork: bool | None = None) -> dict[str, Any]:
-    """One search; ``fork``: how workers start (``parallel.FORK``; ``None``: as users get)."""
+    """One search in a process of its own (``in_process`` there), so that no run finds what an
+    earlier one left in memory (the fault localisations and mutation rankings a process keeps
+    per tree would make every run after the first cheaper, and forked workers inherit them).
+    ``fork``: how workers start (``parallel.FORK``; ``None``: as users get)."""
+    spec = json.dumps({"workers": workers, "expansions": expansions, "fork": fork})
+    done = subprocess.run(
+        [sys.executable, __file__, "--one", spec],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"a search of the benchmark failed: {done.stderr.strip()[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def in_process(workers: int, expansions: int, *, fork: bool | None = None) -> dict[str, Any]:
+    """One search in this process (``one_run``'s child)."""
     before = parallel.FORK
     parallel.FORK = fork
     try:
@@ -162,7 +183,12 @@ def main(argv: list[str] | None = None) -> int:
         "--spawn-too", action="store_true", help="also workers=2 started as fresh interpreters"
     )
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # one search, in a process of its own
     args = ap.parse_args(argv)
+    if args.one:
+        one = json.loads(args.one)
+        print(json.dumps(in_process(one["workers"], one["expansions"], fork=one["fork"])))
+        return 0
     print("command:", " ".join([os.path.basename(sys.executable), *sys.argv]), flush=True)
     result = measure(args.expansions, args.repeat, spawn_too=args.spawn_too)
     labels = {

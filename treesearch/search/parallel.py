@@ -10,7 +10,8 @@ descriptors and exit handlers at once: ``_forked``; elsewhere a fresh interprete
   the worker ends, or by the next search's ``reap`` when it was killed): its work folder ``ws``
   stands in for the workspace, and its store (``store.workers``) shares the search store's
   objects, so nothing is copied;
-* its own scorer (same config, same score cache file: SQLite serialises writers);
+* its own scorer (same config, same score cache file: SQLite serialises writers), whose warm
+  test runs go to a copy of the search's warm server handed over with its first task;
 * the agent of each task, built from the strategy's validated config (``build_agent``).
 
 For a task, the worker restores the node into its folder, runs the agent in a session there

@@ -612,6 +612,51 @@ def test_a_journal_cut_short_at_any_length_is_discarded_and_the_workspace_is_as_
 
 
 @pytest.mark.usefixtures("watch_mode")
+def test_an_interrupted_restore_is_completed_when_the_index_names_a_shared_index_that_is_gone(
+    workspace: Path, home: Path, write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (seen once in CI, SIGKILL at a random point of a restore): git removes the old
+    shared index (``splitIndex.sharedIndexExpire = now``) before it renames the new index into
+    place, so a kill in between leaves an index that names a shared index that is gone. Every
+    later scan failed ("index file open failed") and the restore could be neither completed nor
+    rolled back. The index is only a cache: it is dropped and every file hashed again."""
+    from treesearch.store._restore import Restorer
+
+    for i in range(40):
+        write(workspace, f"d{i % 4}/f{i}.txt", f"one {i}\n")
+    store = ShadowStore.open(workspace, home=home)
+    first = store.capture()
+    for i in range(0, 40, 3):
+        write(workspace, f"d{i % 4}/f{i}.txt", f"two {i}\n")
+    write(workspace, "new/n.txt", "new\n")
+    second = store.capture()
+    shared = list((store.path / "git").glob("sharedindex.*"))
+    assert shared  # the store's index is split
+
+    class Killed(BaseException):
+        """Stands for a kill right after the journal is written."""
+
+    def killed(self: Restorer, *args: object, **kw: object) -> list[str]:
+        raise Killed
+
+    monkeypatch.setattr(Restorer, "execute", killed)
+    with pytest.raises(Killed):
+        store.restore(first.commit)
+    store.close()
+    monkeypatch.undo()
+    assert (store.path / "journal.json").exists()
+    for path in (store.path / "git").glob("sharedindex.*"):
+        path.unlink()  # what a kill inside git's index write leaves
+    reopened = ShadowStore.open(workspace, home=home)
+    assert reopened.recovered is not None and "completed" in reopened.recovered
+    assert reopened.capture().tree == first.tree
+    reopened.restore(second.commit)
+    assert reopened.capture().tree == second.tree
+    assert reopened.fsck() == "" or "error" not in reopened.fsck().lower()
+    reopened.close()
+
+
+@pytest.mark.usefixtures("watch_mode")
 def test_a_restore_failing_after_its_safety_snapshot_records_it_as_the_last_snapshot(
     workspace: Path, home: Path, write, monkeypatch: pytest.MonkeyPatch
 ) -> None:

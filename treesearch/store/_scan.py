@@ -392,7 +392,13 @@ class Scanner:
         """Without a stat cache (a new process): compare the walk with the index's own stat data,
         to the nanosecond. Returns the index's paths, the paths to feed, those to force (see
         ``scan``) and the racy paths whose content was found unchanged, with their blob ids."""
-        out = self.run(["ls-files", "-z", "-s", "--debug"])
+        try:
+            out = self.run(["ls-files", "-z", "-s", "--debug"])
+        except GitFailed:
+            # An index git cannot read (a kill between git removing the old shared index and
+            # renaming the new index into place) is only a cache: drop it, hash every file.
+            (self.store / "index").unlink(missing_ok=True)
+            return set(), sorted(files), sorted(files), {}
         entries = parse_index(out, os.fsdecode)
         if entries is None:  # not the listing we know: let git hash everything again
             paths = sorted(files)

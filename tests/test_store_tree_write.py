@@ -237,6 +237,18 @@ def test_small_captures_written_in_the_process_equal_a_fresh_store_s_git_trees(
         store.close()
 
 
+def _packed_store(ws: Path, home: Path, folder: str, files: int) -> ShadowStore:
+    """A store of ``ws`` holding ``files`` small modules in ``folder``, captured and packed
+    (packing, a few captures apart, is not what the tests count)."""
+    (ws / folder).mkdir(parents=True)
+    for i in range(files):
+        (ws / folder / f"m{i}.py").write_text(f"x = {i}\n")
+    store = ShadowStore.open(ws, home=home)
+    store.capture()
+    store._packer.pack()
+    return store
+
+
 def test_a_session_step_s_small_capture_starts_no_git_process(
     tmp_path: Path, watch_mode: bool, git_path_log: Path
 ) -> None:
@@ -244,13 +256,8 @@ def test_a_session_step_s_small_capture_starts_no_git_process(
     ``write-tree``, ``diff-tree`` nor a ``cat-file``), counted by a wrapper ``git`` on the
     store's path; the snapshot has the file."""
     ws = tmp_path / "ws"
-    (ws / "src").mkdir(parents=True)
-    for i in range(30):
-        (ws / "src" / f"m{i}.py").write_text(f"x = {i}\n")
-    store = ShadowStore.open(ws, home=tmp_path / "home")
+    store = _packed_store(ws, tmp_path / "home", "src", 30)
     try:
-        store.capture()
-        store._packer.pack()  # (packing, a few captures apart, is not what is counted here)
         (ws / "src" / "m0.py").write_text("x = 'warm-up'\n")
         store.capture()  # (a first small capture may start the store's cat-file: kept open)
         before = _calls(git_path_log)
@@ -271,13 +278,8 @@ def test_a_session_step_writing_a_small_file_starts_no_git_process(
     """Through the session: its captures before and after a step that writes a small file,
     and the step's diff summary (line counts as git gives them)."""
     ws = tmp_path / "ws"
-    (ws / "pkg").mkdir(parents=True)
-    for i in range(20):
-        (ws / "pkg" / f"m{i}.py").write_text(f"x = {i}\n")
-    store = ShadowStore.open(ws, home=tmp_path / "home")
+    store = _packed_store(ws, tmp_path / "home", "pkg", 20)
     try:
-        store.capture()
-        store._packer.pack()  # (packing, a few captures apart, is not what is counted here)
         session = TransactionalSession.create(store)
         session.step([{"name": "write_file", "arguments": {"path": "pkg/m0.py", "content": "0\n"}}])
         captures: list[list[str]] = []

@@ -567,14 +567,32 @@ def test_restore_that_fails_before_writing_says_nothing_was_changed(
     assert not (workspace / "big.bin").exists()
 
 
+def _killed_after_its_journal(
+    store: ShadowStore, commit: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Restore ``commit`` and stop right after the journal is written, as a kill there would
+    (nothing is rolled back); the store is closed."""
+    from treesearch.store._restore import Restorer
+
+    class Killed(BaseException):
+        pass
+
+    def killed(self: Restorer, *args: object, **kw: object) -> list[str]:
+        raise Killed
+
+    monkeypatch.setattr(Restorer, "execute", killed)
+    with pytest.raises(Killed):
+        store.restore(commit)
+    store.close()
+    monkeypatch.undo()
+
+
 @pytest.mark.usefixtures("watch_mode")
 def test_a_journal_cut_short_at_any_length_is_discarded_and_the_workspace_is_as_it_was(
     workspace: Path, home: Path, write, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The journal is written in place (no temporary file and rename): a kill while it is
     written leaves a part of it, which the next open discards; nothing was written yet."""
-    from treesearch.store._restore import Restorer
-
     write(workspace, "a.txt", "one\n")
     write(workspace, "d/b.txt", "one\n")
     store = ShadowStore.open(workspace, home=home)
@@ -584,17 +602,7 @@ def test_a_journal_cut_short_at_any_length_is_discarded_and_the_workspace_is_as_
     store.capture()
     before = tree_digest(workspace)
 
-    class Killed(BaseException):
-        """Stands for a kill right after the journal is written (nothing is rolled back)."""
-
-    def killed(self: Restorer, *args: object, **kw: object) -> list[str]:
-        raise Killed
-
-    monkeypatch.setattr(Restorer, "execute", killed)
-    with pytest.raises(Killed):
-        store.restore(first.commit)
-    store.close()
-    monkeypatch.undo()
+    _killed_after_its_journal(store, first.commit, monkeypatch)
     journal = store.path / "journal.json"
     whole = journal.read_bytes()
     assert json.loads(whole)["target"] == first.commit
@@ -620,8 +628,6 @@ def test_an_interrupted_restore_is_completed_when_the_index_names_a_shared_index
     place, so a kill in between leaves an index that names a shared index that is gone. Every
     later scan failed ("index file open failed") and the restore could be neither completed nor
     rolled back. The index is only a cache: it is dropped and every file hashed again."""
-    from treesearch.store._restore import Restorer
-
     for i in range(40):
         write(workspace, f"d{i % 4}/f{i}.txt", f"one {i}\n")
     store = ShadowStore.open(workspace, home=home)
@@ -633,17 +639,7 @@ def test_an_interrupted_restore_is_completed_when_the_index_names_a_shared_index
     shared = list((store.path / "git").glob("sharedindex.*"))
     assert shared  # the store's index is split
 
-    class Killed(BaseException):
-        """Stands for a kill right after the journal is written."""
-
-    def killed(self: Restorer, *args: object, **kw: object) -> list[str]:
-        raise Killed
-
-    monkeypatch.setattr(Restorer, "execute", killed)
-    with pytest.raises(Killed):
-        store.restore(first.commit)
-    store.close()
-    monkeypatch.undo()
+    _killed_after_its_journal(store, first.commit, monkeypatch)
     assert (store.path / "journal.json").exists()
     for path in (store.path / "git").glob("sharedindex.*"):
         path.unlink()  # what a kill inside git's index write leaves

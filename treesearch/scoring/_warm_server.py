@@ -722,7 +722,7 @@ def _clone(sock, fds, spare, settings, deny, base_path):
             _send(client, dict(_HELLO, pid=os.getpid(), threaded=None, **_state(_SITE_DIRS)))
             _serve(client, settings, deny, base_path)
         except BaseException:  # noqa: BLE001 - the client sees the socket end and runs cold
-            pass
+            traceback.print_exc()  # into the server's log
         finally:
             os._exit(0)
     for fd in fds:

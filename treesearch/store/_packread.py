@@ -50,6 +50,10 @@ class _Pack:
         if len(idx) < self.large + 40:
             raise ValueError("index too short")
 
+    def close(self) -> None:
+        self.idx.close()
+        self.pack.close()
+
     def find(self, raw: bytes) -> int | None:
         """The offset of object ``raw`` (20 bytes) in the pack, or ``None``."""
         idx, first = self.idx, raw[0]
@@ -143,8 +147,7 @@ class PackSet:
 
     def close(self) -> None:
         for pack in self._packs.values():
-            pack.idx.close()
-            pack.pack.close()
+            pack.close()
         self._packs = {}
         self._stamp = 0
 
@@ -162,9 +165,7 @@ class PackSet:
         self._folder, self._stamp = folder, stamp
         names = {n for n in os.listdir(folder) if n.endswith(".idx") and n.startswith("pack-")}
         for gone in set(self._packs) - names:
-            pack = self._packs.pop(gone)
-            pack.idx.close()
-            pack.pack.close()
+            self._packs.pop(gone).close()
         for name in sorted(names - set(self._packs)):
             try:
                 self._packs[name] = _Pack(os.path.join(folder, name))

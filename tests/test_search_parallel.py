@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -409,6 +411,45 @@ def test_parallel_search_is_deterministic_and_ends_at_the_best_node(tmp_path: Pa
         assert len(list((rd / "transcripts").glob(f"{k:04d}-*.session.jsonl"))) == 1
     scored = [n for n in outs[0].graph.nodes]
     assert all((rd / "tests" / f"{n[:12]}.log").exists() for n in scored)
+
+
+def other_filesystem(path: Path) -> Path | None:
+    """A writable folder on another filesystem than ``path`` (a tmpfs such as ``/dev/shm``)."""
+    for cand in (os.environ.get("XDG_RUNTIME_DIR"), "/dev/shm", "/run/user", "/tmp"):
+        if not cand or not os.path.isdir(cand) or not os.access(cand, os.W_OK):
+            continue
+        if os.stat(cand).st_dev != os.stat(path).st_dev:
+            return Path(cand)
+    return None
+
+
+def test_parallel_search_with_worker_folders_on_another_filesystem_than_its_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: a worker's store wrote the objects of its snapshots (into the search store's
+    # object folder) through a temporary file in its own folder: with TMPDIR on a tmpfs and
+    # the store home on disk, the rename failed (EXDEV) and every expansion with it.
+    other = other_filesystem(tmp_path)
+    if other is None:
+        pytest.skip("no writable folder on another filesystem than the temporary folder")
+    scratch = Path(tempfile.mkdtemp(prefix="workers-elsewhere-", dir=other))
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where worker folders go
+        proj = make_project(tmp_path)
+        cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
+        cfg["search"]["workers"] = 2
+        cfg["search"]["budget"] = {"expansions": 4}
+        out = run(cfg, tmp_path)
+        assert out.usage.expansions == 4
+        assert out.stop_reason == "expansions"
+        expanded = [e for e in search_events(out.run_dir) if e["event"] == "expansion"]
+        assert [e["edge"]["status"] for e in expanded].count("finished") >= 1
+        assert all(e["edge"]["status"] != "error" for e in expanded), expanded
+        store = store_of(tmp_path, proj)
+        assert store.capture().tree == out.best
+        assert not list(scratch.glob("*/worker-*"))  # the worker folders are gone
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def test_parallel_search_runs_the_attempts_of_a_node_one_after_another_as_sequentially(

@@ -137,6 +137,11 @@ def test_workers_start_as_fresh_interpreters_while_another_thread_runs(tmp_path:
     finally:
         stop.set()
         thread.join()
+    # A joined thread leaves /proc/self/task a moment after ``join`` returns (its Python part
+    # ends first): wait for that, a few seconds at most.
+    deadline = time.monotonic() + 5
+    while can_fork() is not before and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert can_fork() is before
 
 

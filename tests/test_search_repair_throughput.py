@@ -15,6 +15,7 @@ import pytest
 
 from treesearch.agents import attempts_independent
 from treesearch.app import resume, run_from_config
+from treesearch.search import parallel
 from treesearch.search.batch import next_to_send
 from treesearch.search.graph import root_of, to_json
 from treesearch.search.policies import Choice
@@ -85,9 +86,9 @@ def test_stuck_search_never_expands_a_node_again_after_its_agent_said_it_is_exha
     assert outcomes.count("new") == 7 and out.usage.test_runs == 8  # the root and 7 mutants
     noops = [e for e in events if e["outcome"] == "noop"]
     assert noops and all(e["edge"].get("exhausted") for e in noops)
-    # Sequentially the first no-op is the last; with workers, expansions are chosen up to two
-    # per worker ahead (``parallel.run_window``), before the first no-op is recorded.
-    assert len(noops) <= (1 if workers == 1 else 2 * workers)
+    # Sequentially the first no-op is the last; with workers, expansions are chosen up to
+    # ``parallel.WINDOW`` per worker ahead (``run_window``), before the first no-op is recorded.
+    assert len(noops) <= (1 if workers == 1 else parallel.WINDOW * workers)
     assert out.stop_reason == "search_space_exhausted"
 
 

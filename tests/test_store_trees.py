@@ -442,7 +442,9 @@ def test_the_small_packs_of_restores_are_rolled_together_by_the_next_capture(
     store.close()
 
 
-def test_opening_a_store_removes_a_pack_temp_file_a_killed_restore_left(tmp_path: Path) -> None:
+def test_opening_a_store_removes_the_temp_files_a_killed_writer_left_beside_its_objects(
+    tmp_path: Path,
+) -> None:
     ws = tmp_path / "ws"
     _project(ws)
     ShadowStore.open(ws, home=tmp_path / "home").capture()
@@ -452,8 +454,12 @@ def test_opening_a_store_removes_a_pack_temp_file_a_killed_restore_left(tmp_path
     packs = store.git_dir / "objects" / "pack"
     left = packs / f".pack-{'1' * 40}.pack.tmp-{child.pid}-0a0b0c0d"
     mine = packs / f".pack-{'2' * 40}.pack.tmp-{os.getpid()}-0a0b0c0d"
+    # A loose object's temporary file goes beside the object folder (a search worker's store
+    # writes there from its own folder, maybe on another filesystem).
+    loose = store.git_dir / f".{'3' * 38}.tmp-{child.pid}-0a0b0c0d"
     left.write_bytes(b"half a pack")
     mine.write_bytes(b"a live writer's")
+    loose.write_bytes(b"half an object")
     store.close()
     ShadowStore.open(ws, home=tmp_path / "home").close()
-    assert not left.exists() and mine.exists()
+    assert not left.exists() and mine.exists() and not loose.exists()

@@ -183,6 +183,13 @@ class Catalogue:
         (a search worker's git points at the search store's objects)."""
         return objects_dir_of(self.git)
 
+    @property
+    def _object_tmp(self) -> Path:
+        """Where an object's temporary file goes: beside the object folder, on its filesystem
+        (a search worker's store lives in a scratch folder, often on another filesystem than
+        the search store whose objects it writes: a rename across the two fails)."""
+        return self.objects_dir.parent
+
     def _snapshot(self, commit: str, tree: str, data: dict[str, Any]) -> Snapshot:
         oid = data.get("fsmeta")
         if oid:
@@ -329,7 +336,7 @@ class Catalogue:
         content = commit_content(tree, message.encode(), int(created))
         pending = self.trees.pending
         if pending is None:
-            commit = write_object(self.objects_dir, "commit", content, tmp_dir=self.store)
+            commit = write_object(self.objects_dir, "commit", content, tmp_dir=self._object_tmp)
         else:
             # With the objects of the scan, in one pack, written before the ref names them.
             commit = pending.add("commit", content)
@@ -377,7 +384,7 @@ class Catalogue:
         oid = blob_oid(data)
         # Held (object and ref) only while a snapshot names it: the loaded snapshots say which.
         if oid not in set(self.fsmeta.values()):
-            write_object(self.objects_dir, "blob", data, tmp_dir=self.store)
+            write_object(self.objects_dir, "blob", data, tmp_dir=self._object_tmp)
             self._write_ref(META_REFS + oid, oid)
             self._blobs[oid] = (dict(modes), tuple(empty_dirs))
         return oid

@@ -85,9 +85,10 @@ def create_or_repair(
 
 
 def sweep_temps(store: Path) -> None:
-    """Remove temporary files that writers killed before their rename left in the store (and
-    beside its packs: ``_trees.ObjectBatch``)."""
-    for folder in (store, store / "git" / "objects" / "pack"):
+    """Remove temporary files that writers killed before their rename left in the store, beside
+    its object folder (``_catalogue.Catalogue._object_tmp``) and beside its packs
+    (``_trees.ObjectBatch``)."""
+    for folder in (store, store / "git", store / "git" / "objects" / "pack"):
         with contextlib.suppress(OSError), os.scandir(folder) as entries:
             for entry in entries:
                 if ".tmp-" in entry.name and is_temp_of_dead_process(entry.name):

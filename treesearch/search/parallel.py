@@ -83,12 +83,15 @@ __all__ = [
     "run_window",
 ]
 
-WINDOW = 4
+WINDOW = 2
 """Expansions chosen ahead per worker (``run_window``). Results are recorded in the order
 chosen, so an expansion that takes long (a fault localisation, a full test run) holds back the
-choice of those after it: with 2 per worker, the demo's two workers stood idle 1.0 s of its
-3.9 s of parallel work (120 expansions) waiting for a choice; with 4, 0.03 s. More ahead
-chooses on staler results (6 was slower again: more states that a fresher choice skips)."""
+choice of those after it: on the demo (120 expansions) the two workers stand idle ~1.0 s of
+~3.9 s waiting for a choice. 4 per worker took that to 0.03 s but gained little wall time (the
+two cores were busy anyway: the controller and the test runs fill them) and chose on staler
+results: the repair benchmark's refactory ``q1_152`` was no longer fixed within 100 test runs
+(84 with 2). 2 keeps both workers busy when short expansions (no-ops, cached states) finish
+behind long ones."""
 
 FORK: bool | None = None
 """How a ``WorkerPool`` made without ``fork`` starts its workers: ``None`` forked from this

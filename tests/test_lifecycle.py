@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -283,3 +284,42 @@ def test_sigkill_before_the_parent_recorded_the_group_still_kills_the_grandchild
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     assert _eventually(lambda: not _alive(grandchild)), "the test's grandchild outlived the search"
+
+
+def test_the_group_registry_is_rewritten_in_place_and_made_again_if_removed(
+    tmpdir_env: Path, monkeypatch: pytest.MonkeyPatch, spare: Spare
+) -> None:
+    """The record of a process's live groups is one file rewritten in place (no temporary
+    file, no rename: two updates per test run); a shorter record is padded, never cut, and a
+    record removed meanwhile is made again at the next update."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir_env))
+    registry = lifecycle._Registry()
+    sleepers = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(2)]
+    for p in sleepers:
+        spare.add_child(p)
+    a, b = (p.pid for p in sleepers)
+    try:
+        registry.add(a)
+        registry.add(b)
+        assert registry.file is not None
+        record = registry.file
+        inode = os.stat(record).st_ino
+        assert sorted(g for g, _ in json.loads(record.read_text())["groups"]) == sorted([a, b])
+        registry.remove(b)
+        assert os.stat(record).st_ino == inode  # the same file, written over
+        assert [g for g, _ in json.loads(record.read_text())["groups"]] == [a]
+        assert [p.name for p in record.parent.iterdir()] == [record.name]  # no temp files
+        record.unlink()
+        registry.remove(a)
+        assert json.loads(record.read_text())["groups"] == []
+        registry.add(b)
+        assert [g for g, _ in json.loads(record.read_text())["groups"]] == [b]
+    finally:
+        assert registry.watch_fd is not None
+        os.close(registry.watch_fd)  # as if the process ended: the watchdog does its work
+        if registry.record_fd is not None:
+            os.close(registry.record_fd)
+    # The watchdog kills the groups the record lists (b), leaves the others, removes the file.
+    assert _eventually(lambda: sleepers[1].poll() is not None)
+    assert _eventually(lambda: not record.exists())
+    assert sleepers[0].poll() is None

@@ -333,8 +333,9 @@ class _Registry:
         shorter record ever leaves a tail. Only a process's own end can interrupt its write,
         and a single small write is not cut short by that; the readers (the watchdog, ``reap``)
         read a record only once its process is gone. A temporary file and a rename per update
-        (two per test run) cost ~0.5-1.5 ms each on ext4, more with two workers writing at once;
-        this costs a system call. The file stays (``{"groups": []}``) while the process lives:
+        (two per test run) made a new inode each time, which costs up to ~1.5 ms where inodes
+        are slow to allocate (ext4 without a journal skips those freed in the last ~30 s);
+        this is a system call. The file stays (``{"groups": []}``) while the process lives:
         its watchdog removes it at the end, ``reap`` if the watchdog died too."""
         assert self.file is not None
         data = json.dumps({"groups": sorted(self.groups.items())}).encode("ascii")

@@ -1,6 +1,7 @@
 """Choosing expansions for parallel workers: pure functions, no I/O.
 
-A parallel search chooses up to W expansions ahead (``parallel.run_window``: W = ``parallel.WINDOW`` per worker).
+A parallel search chooses up to W expansions ahead (``parallel.run_window``: W is
+``parallel.WINDOW`` per worker).
 Expansion ``k`` is chosen right after the result of expansion ``k - W`` was recorded, on a view
 of the graph in which the expansions chosen and not recorded yet (``k - W + 1 .. k - 1``) are
 marked as pending: their attempt counted as started (so no (node, strategy, attempt) is chosen

@@ -402,16 +402,16 @@ def _forked_main(fd: int, parent: int) -> None:
 def run_window(ctl: Any, pool: WorkerPool) -> str:
     """Expand with ``pool``'s workers until the search must stop; returns why.
 
-    ``ctl`` is the ``Controller``. Up to ``WINDOW * pool.n`` expansions are chosen ahead:
+    ``ctl`` is the ``Controller``. Up to ``W = WINDOW * pool.n`` expansions are chosen ahead:
     expansion ``k`` is chosen (``batch.select_one``) right after the result of ``k - W`` was
-    recorded (``W = WINDOW * n``), with ``k - W + 1 .. k - 1`` pending, and goes to the first idle worker (after
+    recorded, with ``k - W + 1 .. k - 1`` pending, and goes to the first idle worker (after
     any earlier attempt of its node and strategy answered: ``batch.next_to_send``); results
     are recorded strictly in the order of ``k``. A worker that answered takes the next
     expansion already chosen before the controller records anything (without a wall-clock
-    budget). Which worker finishes
-    first changes when things happen, never what. Choosing ahead keeps every worker busy when
-    a short expansion finishes behind a long one. Expansions chosen before a kill (``ctl.pending``, from the ``dispatch``
-    events) are chosen again first, as they were."""
+    budget). Which worker finishes first changes when things happen, never what. Choosing
+    ahead keeps every worker busy when a short expansion finishes behind a long one.
+    Expansions chosen before a kill (``ctl.pending``, from the ``dispatch`` events) are chosen
+    again first, as they were."""
     g = ctl.graph
     budget, usage = ctl.budget, ctl.usage
     strategies = {n: s.samples for n, s in ctl.strategies.items()}

@@ -190,7 +190,7 @@ class WarmServer:
         the copy's; its group is tracked here, and its greeting taken when it is first used."""
         try:
             proc = _Adopted(pid)
-        except OSError as exc:
+        except (OSError, AttributeError) as exc:  # (no ``os.pidfd_open``: not Linux)
             sock.close()
             raise WarmServerError(f"the warm server's copy is gone: {exc}") from exc
         self = cls.__new__(cls)

@@ -87,10 +87,10 @@ class ObjectReader:
         self._pid = 0
         self._stop: weakref.finalize | None = None
         self._ahead: collections.deque[str] = collections.deque()
+        """Ids asked for ahead (``ask_ahead``) whose answers wait in the pipe, in order."""
         self._packs = PackSet(objects_dir if read_packs else lambda: Path("/nonexistent"))
         """The packs, read in this process (``_packread.py``); ``cat-file`` for the rest
         (everything, with ``read_packs=False``)."""
-        """Ids asked for ahead (``ask_ahead``) whose answers wait in the pipe, in order."""
         self.started = 0
         """How many ``cat-file`` processes this reader started (a test reads it)."""
 
@@ -633,8 +633,8 @@ class ObjectBatch:
     session's step makes a blob and a few trees; loose, each is a file of its own and often a
     new fan-out folder: measured 1.5x slower for a capture, 1.4x for a restore). ``add`` returns
     the id at once; ``write`` puts the pack in place (pack first, its index last, renamed into
-    place: git sees a pack only by its index, so a kill leaves no half-made object). ``_pack.MAX_PACKS`` bounds
-    how many pile up between repacks."""
+    place: git sees a pack only by its index, so a kill leaves no half-made object).
+    ``_pack.MAX_PACKS`` bounds how many pile up between repacks."""
 
     def __init__(self) -> None:
         self.objects: dict[str, tuple[str, bytes]] = {}

@@ -14,7 +14,10 @@ process, alternating with it:
 - treesearch: no-change capture and restore of 5 files (3 modified, 1 deleted, 1 added; the
   safety snapshot included), with the watcher on and off (``watch=False`` + ``TREESEARCH_WATCH=0``);
 - plain git, the reference: ``add -A`` + ``write-tree`` with nothing changed, and
-  ``read-tree --reset -u`` of the same 5 files, in a scratch ``GIT_DIR`` with a clean environment;
+  ``read-tree --reset -u`` of the same 5 files, in a scratch ``GIT_DIR`` with a clean environment,
+  in a copy of its own measured beside each version's store, repetition by repetition (``PlainGit``):
+  each version is judged against the git timed in the same minutes (a reference timed once at
+  the start of a folder did not share the machine's state: its speed moves 2x within minutes here);
 - disk: the store folder after 20 snapshots of 2 changed files against after the first, at umask
   022 and at umask 002 (every file chmod'ed 0664/0775, as a checkout made under umask 002);
 
@@ -47,6 +50,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -187,8 +191,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     import treesearch
     from treesearch.store import ShadowStore
 
-    group, reps, base = spec["group"], spec["reps"], Path(spec["scratch"])
-    cpu: dict[str, list[float]] = {"walk": [], "capture": [], "restore": []}
+    group, base = spec["group"], Path(spec["scratch"])
     ignored = frozenset(spec.get("ignored", ()))
     out: dict[str, Any] = {"treesearch": str(Path(treesearch.__file__).parent)}
     os.umask(0o002 if group == "disk002" else 0o022)
@@ -203,55 +206,102 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     try:
         first = store.capture()
         out["watching"] = watching(store)
-        walks: list[float] = []
-
-        def with_walk(op: Callable[[], float]) -> float:
-            walks.append(timed(lambda: walk(str(ws), ignored), cpu["walk"]))
-            return op()
-
-        if group in ("watch", "nowatch", "folders"):
-            walk(str(ws), ignored)
-            store.capture()  # warm-up
-            # A repetition times ``batch`` captures in a row (each one's share is reported):
-            # a watched no-change capture takes ~0.1 ms, within the noise of one timing.
-            batch = int(spec.get("batch", 1))
-
-            def captures() -> None:
-                for _ in range(batch):
-                    store.capture()
-
-            out["capture"] = median(
-                [with_walk(lambda: timed(captures, cpu["capture"]) / batch) for _ in range(reps)]
-            )
-            cpu["capture"] = [c / batch for c in cpu["capture"]]
-            out["batch"] = batch
-        if group in ("watch", "nowatch"):
-            mut = Mutator(spec["candidates"], SEED)
-
-            def restore() -> float:
-                mut.five(ws)
-                return timed(lambda: store.restore(first.commit), cpu["restore"])
-
-            restore()  # warm-up
-            cpu["restore"].clear()
-            out["restore"] = median([with_walk(restore) for _ in range(reps)])
-            if store.capture().tree != first.tree:
-                raise RuntimeError("the workspace is not back at the first snapshot")
         if group in ("disk022", "disk002"):
-            mut = Mutator(spec["candidates"], SEED + 1)
-            one = du(base / "home")
-            seconds = []
-            for _ in range(20):
-                mut.modify(ws, 2)
-                seconds.append(timed(store.capture))
-            out.update(disk_first=one, disk_after=du(base / "home"), capture2=median(seconds))
-            out["walk"] = median([timed(lambda: walk(str(ws), ignored)) for _ in range(reps)])
+            out.update(_disk(store, ws, spec, ignored))
         else:
-            out["walk"] = median(walks)
-        out.update({f"{k}_cpu": median(v) for k, v in cpu.items() if v})
+            out.update(_speed(store, first, ws, spec, ignored))
     finally:
         store.close()
     return out
+
+
+@dataclass
+class Side:
+    """One side of a measurement group (the store, or git beside it): each timed operation
+    follows a walk of the side's own tree, timed in the same process."""
+
+    tree: Path
+    ignored: frozenset[str]
+    walks: list[float] = field(default_factory=list)
+    times: dict[str, list[float]] = field(default_factory=dict)
+    cpu: dict[str, list[float]] = field(default_factory=dict)
+
+    def after_walk(self, key: str, op: Callable[[list[float]], float], per: int = 1) -> None:
+        """Time a walk, then ``op`` (which times what it does into the list it is given);
+        ``per``: ``op`` did the operation that many times (one's share is kept)."""
+        self.walks.append(timed(lambda: walk(str(self.tree), self.ignored), self.cpu_of("walk")))
+        cpu: list[float] = []
+        self.times.setdefault(key, []).append(op(cpu) / per)
+        self.cpu_of(key).extend(c / per for c in cpu)
+
+    def cpu_of(self, key: str) -> list[float]:
+        return self.cpu.setdefault(key, [])
+
+    def figures(self) -> dict[str, float]:
+        out = {"walk": median(self.walks)}
+        out.update({k: median(v) for k, v in self.times.items() if v})
+        out.update({f"{k}_cpu": median(v) for k, v in self.cpu.items() if v})
+        return out
+
+
+def _speed(
+    store: Any, first: Any, ws: Path, spec: dict[str, Any], ignored: frozenset[str]
+) -> dict[str, Any]:
+    """No-change capture (``watch``, ``nowatch``, ``folders``) and restore of 5 files (``watch``,
+    ``nowatch``: with git beside, repetition by repetition)."""
+    reps = spec["reps"]
+    ours = Side(ws, ignored)
+    ref = PlainGit(Path(spec["src"]), Path(spec["scratch"]), spec["candidates"]) if (
+        spec["group"] != "folders"
+    ) else None  # fmt: skip
+    theirs = Side(ref.ws, ignored) if ref is not None else None
+    walk(str(ws), ignored)
+    store.capture()  # warm-up
+    # A repetition times ``batch`` captures in a row (each one's share is reported): a watched
+    # no-change capture takes ~0.1 ms, within the noise of one timing.
+    batch = int(spec.get("batch", 1))
+
+    def captures(cpu: list[float]) -> float:
+        return timed(lambda: [store.capture() for _ in range(batch)], cpu)
+
+    for _ in range(reps):
+        ours.after_walk("capture", captures, per=batch)
+        if ref is not None and theirs is not None:
+            theirs.after_walk("capture", lambda cpu: timed(ref.capture, cpu))
+    out: dict[str, Any] = {"batch": batch}
+    if ref is not None and theirs is not None:
+        mut = Mutator(spec["candidates"], SEED)
+
+        def restore(cpu: list[float]) -> float:
+            mut.five(ws)
+            return timed(lambda: store.restore(first.commit), cpu)
+
+        restore([])  # warm-ups
+        ref.restore([])
+        for _ in range(reps):
+            ours.after_walk("restore", restore)
+            theirs.after_walk("restore", ref.restore)
+        if store.capture().tree != first.tree:
+            raise RuntimeError("the workspace is not back at the first snapshot")
+        if ref.capture() != ref.base:
+            raise RuntimeError("git read-tree did not bring its copy back")
+        out["git"] = theirs.figures()
+    out.update(ours.figures())
+    return out
+
+
+def _disk(store: Any, ws: Path, spec: dict[str, Any], ignored: frozenset[str]) -> dict[str, Any]:
+    """The store folder after 20 snapshots of 2 changed files against after the first."""
+    home = Path(spec["scratch"]) / "home"
+    mut = Mutator(spec["candidates"], SEED + 1)
+    one = du(home)
+    seconds = []
+    for _ in range(20):
+        mut.modify(ws, 2)
+        seconds.append(timed(store.capture))
+    walks = [timed(lambda: walk(str(ws), ignored)) for _ in range(spec["reps"])]
+    return {"disk_first": one, "disk_after": du(home), "capture2": median(seconds),
+            "walk": median(walks)}  # fmt: skip
 
 
 def watching(store: Any) -> bool | str:
@@ -263,44 +313,36 @@ def watching(store: Any) -> bool | str:
     return "?"
 
 
+class PlainGit:
+    """The reference, in a copy of the folder of its own (``scratch/git-ws``): ``add -A`` +
+    ``write-tree`` with nothing changed, and ``read-tree --reset -u`` of the same 5 files as the
+    store's restore (same seed), in a scratch ``GIT_DIR`` with a clean environment. Timed by
+    ``worker`` alternately with the store, each with a walk of its own tree before it."""
+
+    def __init__(self, src: Path, scratch: Path, candidates: Sequence[str]) -> None:
+        self.ws = scratch / "git-ws"
+        copy_tree(src, self.ws)
+        self.env = git_env(GIT_DIR=str(scratch / "git"), GIT_WORK_TREE=str(self.ws))
+        self.env["GIT_INDEX_FILE"] = str(scratch / "git" / "index")
+        git(["init", "--quiet"], self.env, self.ws)
+        self.base = self.capture()
+        self.mut = Mutator(candidates, SEED)
+
+    def capture(self) -> str:
+        git(["add", "-A"], self.env, self.ws)
+        return git(["write-tree"], self.env, self.ws)
+
+    def restore(self, cpu: list[float]) -> float:
+        """Seconds of a ``read-tree -u`` of 5 changed files (the edits untimed)."""
+        added = self.mut.five(self.ws)
+        seconds = timed(
+            lambda: git(["read-tree", "--reset", "-u", self.base], self.env, self.ws), cpu
+        )
+        (self.ws / added).unlink()  # read-tree leaves the untracked new file; ours removes it
+        return seconds
+
+
 # ---------------------------------------------------------------------- parent
-
-
-def plain_git(
-    src: Path, scratch: Path, candidates: list[str], ignored: list[str], reps: int
-) -> dict[str, float]:
-    """The reference: git add -A + write-tree (no change) and read-tree --reset -u (5 files)."""
-    ws = scratch / "ws"
-    copy_tree(src, ws)
-    env = git_env(GIT_DIR=str(scratch / "git"), GIT_WORK_TREE=str(ws))
-    env["GIT_INDEX_FILE"] = str(scratch / "git" / "index")
-    git(["init", "--quiet"], env, ws)
-
-    def capture() -> str:
-        git(["add", "-A"], env, ws)
-        return git(["write-tree"], env, ws)
-
-    base = capture()
-    walks: list[float] = []
-    caps, restores = [], []
-    cpu: dict[str, list[float]] = {"walk": [], "capture": [], "restore": []}
-    mut = Mutator(candidates, SEED)
-    for i in range(reps + 1):  # the first of each is the warm-up
-        w = timed(lambda: walk(str(ws), frozenset(ignored)), cpu["walk"])
-        c = timed(capture, cpu["capture"])
-        added = mut.five(ws)
-        r = timed(lambda: git(["read-tree", "--reset", "-u", base], env, ws), cpu["restore"])
-        (ws / added).unlink()  # read-tree leaves the untracked new file; ours removes it
-        if i:
-            walks.append(w)
-            caps.append(c)
-            restores.append(r)
-    if capture() != base:
-        raise RuntimeError("git read-tree did not bring the workspace back")
-    shutil.rmtree(scratch)
-    out = {"walk": median(walks), "capture": median(caps), "restore": median(restores)}
-    out.update({f"{k}_cpu": median(v[1:]) for k, v in cpu.items()})
-    return out
 
 
 def ignored_and_candidates(ws: Path, scratch: Path) -> tuple[list[str], list[str]]:
@@ -382,9 +424,8 @@ def measure(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
         ignored, candidates = ignored_and_candidates(src, base / "probe-git")
         n_files = sum(len(f) for _, _, f in os.walk(src))
         n_dirs = sum(len(d) for _, d, _ in os.walk(src))
-        log(f"[{name}] {n_files} files, {n_dirs} folders; plain git ...")
+        log(f"[{name}] {n_files} files, {n_dirs} folders")
         row: dict[str, Any] = {"files": n_files, "dirs": n_dirs}
-        row["git"] = plain_git(src, base / "git", candidates, ignored, args.reps)
         for group in args.groups:
             for label, path in zip(labels, paths, strict=True):
                 log(f"[{name}] {group}: {label} ...")
@@ -452,7 +493,6 @@ def report(res: dict[str, Any]) -> str:
            "walk of the same tree, timed alternately in the same process"]  # fmt: skip
     targets: list[tuple[str, str, str]] = []
     for name, row in res["folders"].items():
-        g = row["git"]
         out += ["", f"{name}: {row['files']:,} files, {row['dirs']:,} folders"]
         for lb in labels:
             w = row[lb]["watch"]
@@ -462,24 +502,26 @@ def report(res: dict[str, Any]) -> str:
             )
         rows = []
         spec = [
-            ("no-change capture, watcher off", "nowatch", "capture"),
-            ("no-change capture, watcher on", "watch", "capture"),
-            ("restore 5 files, watcher off", "nowatch", "restore"),
-            ("restore 5 files, watcher on", "watch", "restore"),
+            ("no-change capture, watcher off", "nowatch", "capture", "add -A + write-tree"),
+            ("no-change capture, watcher on", "watch", "capture", ""),
+            ("restore 5 files, watcher off", "nowatch", "restore", "read-tree --reset -u"),
+            ("restore 5 files, watcher on", "watch", "restore", "read-tree --reset -u"),
         ]
-        for text, group, key in spec:
-            ref = cell(g, key) if group == "nowatch" else ""
-            rows.append([text, ref, *(cell(row[lb][group], key) for lb in labels)])
+        for text, group, key, git_op in spec:
+            rows.append([text, *(cell(row[lb][group], key) for lb in labels)])
+            if git_op:  # the reference, timed beside each version's measurement
+                rows.append([f"  git {git_op}, beside it",
+                             *(cell(row[lb][group].get("git", {}), key) for lb in labels)])  # fmt: skip
         for umask in ("022", "002"):
             if f"disk{umask}" not in row[labels[0]]:
                 continue  # not measured (--groups)
-            rows.append([f"disk, 20 snapshots / 1, umask {umask}", "",
+            rows.append([f"disk, 20 snapshots / 1, umask {umask}",
                          *(disk_cell(row[lb][f"disk{umask}"]) for lb in labels)])  # fmt: skip
-            rows.append([f"capture of 2 changed files, umask {umask}", "",
+            rows.append([f"capture of 2 changed files, umask {umask}",
                          *(cell(row[lb][f"disk{umask}"], "capture2") for lb in labels)])  # fmt: skip
-        out.append(table(["operation", "git", *labels], rows))
+        out.append(table(["operation", *labels], rows))
         for lb in labels:
-            targets += folder_targets(name, lb, row[lb], g)
+            targets += folder_targets(name, lb, row[lb])
     if res["scaling"]:
         counts = list(next(iter(res["scaling"].values())))
         out += ["", "no-change capture with the watcher, one file per folder (ms; x walk)"]
@@ -500,9 +542,9 @@ def report(res: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def folder_targets(
-    name: str, lb: str, v: dict[str, Any], g: dict[str, float]
-) -> Iterator[tuple[str, str, str]]:
+def folder_targets(name: str, lb: str, v: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """The targets of one version on one folder, each against the git timed beside it."""
+
     def check(text: str, value: float | None, limit: float | None) -> tuple[str, str, str]:
         ok = None if value is None or limit is None else value <= limit
         shown = "error" if value is None or limit is None else f"{value:.2f} (limit {limit:.2f})"
@@ -511,10 +553,11 @@ def folder_targets(
     off, on = v["nowatch"], v["watch"]
     cap = ratio(off, "capture")
     yield check("no-change capture, watcher off <= 1.2x walk", cap, 1.2)
-    yield check("no-change capture, watcher off <= git's (x walk)", cap, ratio(g, "capture"))
+    git_cap = ratio(off.get("git", {}), "capture")
+    yield check("no-change capture, watcher off <= git's (x walk)", cap, git_cap)
     for text, d in (("off", off), ("on", on)):
         yield check(f"restore, watcher {text} <= git read-tree -u (x walk)",
-                    ratio(d, "restore"), ratio(g, "restore"))  # fmt: skip
+                    ratio(d, "restore"), ratio(d.get("git", {}), "restore"))  # fmt: skip
     for umask in ("022", "002"):
         d = v.get(f"disk{umask}")
         if d is None:

@@ -27,6 +27,7 @@ from treesearch.errors import (
     TreesearchError,
 )
 from treesearch.store import ShadowStore
+from treesearch.store._restore import journal_pending
 
 # Every test here runs with the store's watcher on and off (slow ones: see conftest).
 pytestmark = pytest.mark.usefixtures("watch_mode")
@@ -868,7 +869,7 @@ def test_open_completes_a_restore_interrupted_after_partial_writes(
     reopened = ShadowStore.open(workspace, home=home)
     assert reopened.recovered is not None and "completed" in reopened.recovered
     assert tree_digest(workspace) == target_digest
-    assert not (store.path / "journal.json").exists()
+    assert not journal_pending(store.path / "journal.json")
     reopened.fsck()
 
 

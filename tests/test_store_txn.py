@@ -25,6 +25,7 @@ from conftest import tree_digest
 from treesearch.errors import GcError, WorkspaceBusy
 from treesearch.session import TransactionalSession
 from treesearch.store import ShadowStore
+from treesearch.store._restore import journal_pending
 
 HOLDER = textwrap.dedent(
     """
@@ -449,8 +450,9 @@ def test_open_completes_a_store_whose_repository_was_half_created(
 def test_every_store_file_is_replaced_atomically_never_rewritten_in_place(
     workspace: Path, home: Path, write
 ) -> None:
-    """The marker, state, refs and journal are renamed into place: the inode of each changes
-    on every write, so a reader or a kill never sees one half written."""
+    """The marker, state and refs are renamed into place: the inode of each changes on every
+    write, so a reader or a kill never sees one half written (the journal is written in place
+    into its empty file: a part of it is never JSON, see the test below)."""
     write(workspace, "a.txt", "1")
     store = ShadowStore.open(workspace, home=home)
     snap = store.capture()
@@ -518,6 +520,37 @@ def _limit_file_size(limit: int) -> Any:
     return apply
 
 
+def test_the_journal_file_stays_between_restores_empty_and_is_written_in_place(
+    workspace: Path, home: Path, write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restore writes its journal into the store's one journal file and empties it when it
+    ends (no new file per restore); a journal left by a killed restore is recovered before the
+    next restore writes its own."""
+    write(workspace, "a.txt", "one\n")
+    store = ShadowStore.open(workspace, home=home)
+    first = store.capture()
+    write(workspace, "a.txt", "two\n")
+    second = store.capture()
+    journal = store.path / "journal.json"
+    store.restore(first.commit)
+    ino = journal.stat().st_ino
+    assert journal.read_bytes() == b""
+    store.restore(second.commit)
+    assert journal.stat().st_ino == ino and journal.read_bytes() == b""
+    assert (workspace / "a.txt").read_text() == "two\n"
+
+    _killed_after_its_journal(store, first.commit, monkeypatch)
+    assert (
+        journal.stat().st_ino == ino and json.loads(journal.read_bytes())["target"] == first.commit
+    )
+    again = ShadowStore.open(workspace, home=home)
+    assert again.recovered is not None and "completed" in again.recovered
+    assert (workspace / "a.txt").read_text() == "one\n" and journal.read_bytes() == b""
+    again.restore(second.commit)
+    assert (workspace / "a.txt").read_text() == "two\n" and journal.read_bytes() == b""
+    again.close()
+
+
 def test_restore_whose_index_sync_fails_after_every_file_is_written_completes_and_says_so(
     workspace: Path, home: Path, write
 ) -> None:
@@ -539,7 +572,7 @@ def test_restore_whose_index_sync_fails_after_every_file_is_written_completes_an
     assert limited.stderr.count("\n") == 1, limited.stderr
     assert all((workspace / f"d/f{i:03}.txt").read_text() == "old\n" for i in range(600))
     store_dir = next(home.iterdir())
-    assert not (store_dir / "journal.json").exists()
+    assert not journal_pending(store_dir / "journal.json")
     log = snap(workspace, home, "log")
     assert log.returncode == 0 and "interrupted" not in log.stderr
     store = ShadowStore.open(workspace, home=home)
@@ -561,7 +594,7 @@ def test_restore_that_fails_before_writing_says_nothing_was_changed(
     assert "failed before anything was changed" in failed.stderr
     assert "the workspace is as it was" in failed.stderr
     assert tree_digest(workspace) == before
-    assert not (next(home.iterdir()) / "journal.json").exists()
+    assert not journal_pending(next(home.iterdir()) / "journal.json")
     done = snap(workspace, home, "restore", "one")
     assert done.returncode == 0 and "interrupted" not in done.stderr, done.stderr
     assert not (workspace / "big.bin").exists()
@@ -609,8 +642,11 @@ def test_a_journal_cut_short_at_any_length_is_discarded_and_the_workspace_is_as_
     for cut in range(len(whole)):
         journal.write_bytes(whole[:cut])
         reopened = ShadowStore.open(workspace, home=home)
-        assert reopened.recovered is not None and "discarded" in reopened.recovered, cut
-        assert not journal.exists() and tree_digest(workspace) == before
+        if cut == 0:  # not a byte written: the journal file as between restores
+            assert reopened.recovered is None
+        else:
+            assert reopened.recovered is not None and "discarded" in reopened.recovered, cut
+        assert not journal_pending(journal) and tree_digest(workspace) == before
         reopened.close()
     journal.write_bytes(whole)  # the whole journal: the restore is completed
     reopened = ShadowStore.open(workspace, home=home)
@@ -640,7 +676,7 @@ def test_an_interrupted_restore_is_completed_when_the_index_names_a_shared_index
     assert shared  # the store's index is split
 
     _killed_after_its_journal(store, first.commit, monkeypatch)
-    assert (store.path / "journal.json").exists()
+    assert journal_pending(store.path / "journal.json")
     for path in (store.path / "git").glob("sharedindex.*"):
         path.unlink()  # what a kill inside git's index write leaves
     reopened = ShadowStore.open(workspace, home=home)
@@ -894,7 +930,7 @@ def test_restore_on_a_full_disk_completes_or_rolls_back_and_says_which_at_every_
     for free in range(0, 40):
         filler = _fill_to(small_fs, free)
         r = snap(ws, home, "restore", "big")
-        journal = (store_dir / "journal.json").exists()
+        journal = journal_pending(store_dir / "journal.json")
         if r.returncode == 0:
             kind = "completed with a warning" if "warning" in r.stderr else "completed"
             assert tree_digest(ws) == big and not journal, (free, r.stderr)
@@ -914,7 +950,7 @@ def test_restore_on_a_full_disk_completes_or_rolls_back_and_says_which_at_every_
         filler.unlink()
         back = snap(ws, home, "restore", "small")  # with room again: recovers, then restores
         assert back.returncode == 0, back.stderr
-        assert tree_digest(ws) == small and not (store_dir / "journal.json").exists()
+        assert tree_digest(ws) == small and not journal_pending(store_dir / "journal.json")
     # Some level ran out of room after every file was written, and the restore said it completed.
     assert seen.get("completed with a warning", 0) + seen.get("completed, not recorded", 0), seen
     assert seen.get("completed", 0) and (seen.get("rolled back", 0) or seen.get("unchanged", 0))

@@ -282,6 +282,42 @@ def create_file(path: str | os.PathLike[str], data: bytes, *, perm: int = 0o644)
     return True
 
 
+def fill_empty(path: str | os.PathLike[str], data: bytes, *, perm: int = 0o644) -> bool:
+    """Write ``data`` into ``path`` in place when it is empty (made if missing, kept between
+    uses: a file emptied after each use costs no new inode, which on some filesystems is the
+    dearest part of a small write); False, with nothing written, when it is not empty. A failed
+    write empties it again. Like ``create_file``, for files no reader takes while half written."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, perm)
+    try:
+        if os.fstat(fd).st_size:
+            return False
+        try:
+            done = 0
+            while done < len(data):
+                done += os.pwrite(fd, data[done:], done)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            raise
+        return True
+    finally:
+        os.close(fd)
+
+
+def is_empty(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is missing or empty (``fill_empty``'s file, not in use)."""
+    try:
+        return os.stat(path).st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+def make_empty(path: str | os.PathLike[str]) -> None:
+    """Empty ``path`` (``fill_empty``'s file: in use no more); nothing when it is missing."""
+    with contextlib.suppress(FileNotFoundError):
+        os.truncate(path, 0)
+
+
 def is_temp_of_dead_process(name: str) -> bool:
     """Is ``name`` a temporary file of ``atomic_write`` whose writer is gone (safe to delete)?"""
     _, sep, rest = name.rpartition(".tmp-")

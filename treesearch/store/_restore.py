@@ -3,7 +3,9 @@
 A restore is a planned write-back, never ``checkout``/``reset``/``clean``: the plan is the
 difference between the workspace's tree (its safety snapshot) and the target's, checked against
 files the store does not hold before anything is written; a journal names the restore while it is
-in flight, so that the next ``open`` completes it or rolls it back after a kill.
+in flight, so that the next ``open`` completes it or rolls it back after a kill. The journal file
+stays between restores, empty when no restore is in flight (``journal_pending``): writing into it
+and emptying it costs no new file per restore.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from treesearch.errors import RecoveryError, RestoreError
 from treesearch.store._catalogue import Catalogue
 from treesearch.store._errors import describe, one_line
-from treesearch.store._fs import SafeTree, UnsafePathError, create_file
+from treesearch.store._fs import SafeTree, UnsafePathError, fill_empty, is_empty, make_empty
 from treesearch.store._git import GitFailed, GitRunner
 from treesearch.store._restore_check import checked_scan
 from treesearch.store._scan import Scan, Scanner
@@ -85,7 +87,7 @@ class Restorer:
     def restore(self, target: Snapshot) -> RestoreResult:
         """Make the workspace equal to ``target`` (the caller holds the lock and the workspace)."""
         t0 = time.perf_counter()
-        if self.journal.exists():
+        if journal_pending(self.journal):
             self.recover()
         try:
             return self._restore(target, t0)
@@ -162,7 +164,7 @@ class Restorer:
         warning = self._sync_index_or_forget(plan, target.tree, pruned)
         try:
             self.catalogue.bump(last=target.commit, undo=safety.commit)
-            self.journal.unlink()
+            make_empty(self.journal)
         except OSError as exc:
             raise RestoreError(
                 f"restore to {target.commit[:12]} completed: the workspace is at it, but the "
@@ -260,10 +262,11 @@ class Restorer:
         }
         # Not durable: the journal guards against the process dying (SIGKILL, OOM), which
         # leaves the page cache intact; like git's own objects, it does not claim power-loss
-        # durability. Written in place, not renamed into place: a kill while it is written
-        # leaves a part of it, which is never JSON (the object's closing brace comes last), and
-        # ``recover`` discards it (nothing in the workspace was written yet).
-        if not create_file(self.journal, json.dumps(data).encode()):
+        # durability. Written in place into the empty journal file, not renamed into place: a
+        # kill while it is written leaves a part of it, which is never JSON (the object's
+        # closing brace comes last), and ``recover`` discards it (nothing in the workspace was
+        # written yet).
+        if not fill_empty(self.journal, json.dumps(data).encode()):
             raise FileExistsError(errno.EEXIST, "a journal is in the way", str(self.journal))
 
     # ------------------------------------------------------------------ execution
@@ -370,8 +373,7 @@ class Restorer:
         scan = Scan(target.tree, self.scanner.walk(verify=True), 0, 0.0)
         back = self.plan(scan, safety)
         self._sync_index_or_forget(back, safety.tree, self.execute(back, token))
-        with contextlib.suppress(FileNotFoundError):
-            self.journal.unlink()
+        make_empty(self.journal)
 
     def _cleanup_temps(self, token: str, paths: Iterable[str]) -> None:
         with SafeTree(str(self.workspace)) as tree:
@@ -382,11 +384,15 @@ class Restorer:
         """Finish (or else roll back) a restore that was interrupted; ``None`` if there was none."""
         journal = self.journal
         try:
-            data = json.loads(journal.read_text(encoding="utf-8", errors="surrogateescape"))
+            text = journal.read_text(encoding="utf-8", errors="surrogateescape")
         except FileNotFoundError:
             return None
+        if not text:
+            return None  # the journal between restores
+        try:
+            data = json.loads(text)
         except ValueError:
-            journal.unlink()  # torn while written: the restore never started writing
+            make_empty(journal)  # torn while written: the restore never started writing
             return "discarded an unfinished journal of a restore that had not started"
         token, target_id, safety_id = data["token"], data["target"], data["safety"]
         self._cleanup_temps(token, data.get("writes", ()))
@@ -395,7 +401,7 @@ class Restorer:
         for what, commit in (("completed", target_id), ("rolled back", safety_id)):
             snap = snaps.get(commit)
             if snap is not None and self._redo(snap, token):
-                journal.unlink()
+                make_empty(journal)
                 self.catalogue.bump(last=commit, undo=safety_id)
                 return f"{what} an interrupted restore (to {commit[:12]})"
         raise RecoveryError(
@@ -454,3 +460,9 @@ def _parent_dirs(paths: Iterable[str]) -> set[str]:
         for i in range(1, len(parts)):
             out.add("/".join(parts[:i]))
     return out
+
+
+def journal_pending(path: Path) -> bool:
+    """Whether the journal at ``path`` names a restore in flight (between restores it is empty,
+    or missing in a store no restore ever changed)."""
+    return not is_empty(path)

@@ -6,7 +6,7 @@ Layout of a store folder (outside the workspace)::
     index           the store's own index (GIT_INDEX_FILE): git's stat cache for the workspace
     lock            flock(2) lock serialising mutations between processes
     state.json      generation counter, last snapshot, last safety snapshot
-    journal.json    present only while a restore is in flight (recovered on the next open)
+    journal.json    empty unless a restore is in flight (recovered on the next open)
     workspace       the workspace path this store belongs to
 
 The store's rooms: this module is the facade (opening, the lock, the workspace hold, and every
@@ -52,7 +52,7 @@ from treesearch.store._fs import SafeTree
 from treesearch.store._git import GitFailed, GitRunner
 from treesearch.store._hold import WorkspaceHold, acquire_hold
 from treesearch.store._pack import Packer
-from treesearch.store._restore import Restorer
+from treesearch.store._restore import Restorer, journal_pending
 from treesearch.store._retention import GcPolicy
 from treesearch.store._scan import Scan, Scanner
 from treesearch.store._scan_edit import diff_in_process, tell_index
@@ -284,7 +284,7 @@ class ShadowStore:
             )
         self._init_store()
         _init.sweep_temps(store)
-        if (store / "journal.json").exists():
+        if journal_pending(store / "journal.json"):
             try:
                 with self.hold("recovering an interrupted restore"):
                     self.recovered = self.recover()

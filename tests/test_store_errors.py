@@ -127,3 +127,34 @@ def test_an_operation_on_a_store_whose_folder_is_gone_raises_a_store_error(
         store.log()
     with pytest.raises(StoreError, match="cannot hold the workspace"):
         store.hold("a test")
+
+
+def test_the_journal_file_is_filled_only_when_empty_emptied_in_place_never_through_a_link(
+    tmp_path: Path,
+) -> None:
+    """``fill_empty`` / ``make_empty`` (the restore journal's file, kept between restores): a
+    write goes only into an empty (or missing) file, emptying keeps the inode, and neither
+    follows a symlink to empty or fill what it points to."""
+    from treesearch.store._fs import fill_empty, is_empty, make_empty
+
+    path = tmp_path / "journal.json"
+    assert is_empty(path)
+    make_empty(path)  # missing: nothing to do
+    assert fill_empty(path, b'{"a": 1}') and path.read_bytes() == b'{"a": 1}'
+    ino = path.stat().st_ino
+    assert not fill_empty(path, b"other") and path.read_bytes() == b'{"a": 1}'
+    assert not is_empty(path)
+    make_empty(path)
+    assert is_empty(path) and path.stat().st_ino == ino
+    assert fill_empty(path, b"next") and path.read_bytes() == b"next"
+    assert path.stat().st_ino == ino
+
+    victim = tmp_path / "user-file.txt"
+    victim.write_text("keep me\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(victim)
+    with pytest.raises(OSError):
+        make_empty(link)
+    with pytest.raises(OSError):
+        fill_empty(link, b"x")
+    assert victim.read_text() == "keep me\n"

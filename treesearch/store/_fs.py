@@ -313,9 +313,16 @@ def is_empty(path: str | os.PathLike[str]) -> bool:
 
 
 def make_empty(path: str | os.PathLike[str]) -> None:
-    """Empty ``path`` (``fill_empty``'s file: in use no more); nothing when it is missing."""
-    with contextlib.suppress(FileNotFoundError):
-        os.truncate(path, 0)
+    """Empty ``path`` (``fill_empty``'s file: in use no more); nothing when it is missing. A
+    symlink there is not followed (``OSError``): what it points to is never emptied."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
 
 
 def is_temp_of_dead_process(name: str) -> bool:

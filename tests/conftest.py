@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import stat
 import subprocess
 from collections.abc import Callable
@@ -15,6 +16,16 @@ import pytest
 from treesearch.store import _git
 
 GIT_ENV_KEYS_TO_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started with SIGINT ignored (a job a shell without job control started in the
+    background: ``(cmd &)``, ``nohup cmd &`` in a script) passes that on to every process its
+    tests start, and the tests of Ctrl-C then see a search that cannot be interrupted. Handle
+    SIGINT as a fresh interpreter does: a handled signal is reset to the default in the
+    programs the tests run."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def clean_git_env(**extra: str) -> dict[str, str]:

@@ -251,10 +251,9 @@ def _speed(
     ``nowatch``: with git beside, repetition by repetition)."""
     reps = spec["reps"]
     ours = Side(ws, ignored)
-    ref = PlainGit(Path(spec["src"]), Path(spec["scratch"]), spec["candidates"]) if (
-        spec["group"] != "folders"
-    ) else None  # fmt: skip
-    theirs = Side(ref.ws, ignored) if ref is not None else None
+    ref = None
+    if spec["group"] != "folders":
+        ref = PlainGit(Path(spec["src"]), Path(spec["scratch"]), spec["candidates"], ignored)
     walk(str(ws), ignored)
     store.capture()  # warm-up
     # A repetition times ``batch`` captures in a row (each one's share is reported): a watched
@@ -266,10 +265,10 @@ def _speed(
 
     for _ in range(reps):
         ours.after_walk("capture", captures, per=batch)
-        if ref is not None and theirs is not None:
-            theirs.after_walk("capture", lambda cpu: timed(ref.capture, cpu))
+        if ref is not None:
+            ref.side.after_walk("capture", lambda cpu: timed(ref.capture, cpu))
     out: dict[str, Any] = {"batch": batch}
-    if ref is not None and theirs is not None:
+    if ref is not None:
         mut = Mutator(spec["candidates"], SEED)
 
         def restore(cpu: list[float]) -> float:
@@ -280,12 +279,12 @@ def _speed(
         ref.restore([])
         for _ in range(reps):
             ours.after_walk("restore", restore)
-            theirs.after_walk("restore", ref.restore)
+            ref.side.after_walk("restore", ref.restore)
         if store.capture().tree != first.tree:
             raise RuntimeError("the workspace is not back at the first snapshot")
         if ref.capture() != ref.base:
             raise RuntimeError("git read-tree did not bring its copy back")
-        out["git"] = theirs.figures()
+        out["git"] = ref.side.figures()
     out.update(ours.figures())
     return out
 
@@ -319,7 +318,9 @@ class PlainGit:
     store's restore (same seed), in a scratch ``GIT_DIR`` with a clean environment. Timed by
     ``worker`` alternately with the store, each with a walk of its own tree before it."""
 
-    def __init__(self, src: Path, scratch: Path, candidates: Sequence[str]) -> None:
+    def __init__(
+        self, src: Path, scratch: Path, candidates: Sequence[str], ignored: frozenset[str]
+    ) -> None:
         self.ws = scratch / "git-ws"
         copy_tree(src, self.ws)
         self.env = git_env(GIT_DIR=str(scratch / "git"), GIT_WORK_TREE=str(self.ws))
@@ -327,6 +328,8 @@ class PlainGit:
         git(["init", "--quiet"], self.env, self.ws)
         self.base = self.capture()
         self.mut = Mutator(candidates, SEED)
+        self.side = Side(self.ws, ignored)
+        """Its timings, each after a walk of its copy."""
 
     def capture(self) -> str:
         git(["add", "-A"], self.env, self.ws)

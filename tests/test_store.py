@@ -736,17 +736,102 @@ def test_gc_never_loses_objects_the_stat_cache_still_trusts(
 # ---------------------------------------------------------------------------- locks and concurrency
 
 
+DIE_HOLDING = """
+import os, sys
+from pathlib import Path
+from treesearch.store import ShadowStore
+s = ShadowStore.open(sys.argv[1], home=sys.argv[2], watch=False)
+with s.lock():
+    if sys.argv[3] == "capture":
+        Path(sys.argv[1], "a").write_text("from the killed process")
+        s.capture(label="killed")
+    else:
+        (s.path / "index.lock").write_text("left by a git killed with its parent")
+    os.kill(os.getpid(), 9)
+"""
+
+
+def _die_holding_the_lock(workspace: Path, home: Path, what: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", DIE_HOLDING, str(workspace), str(home), what], check=False
+    )
+    assert proc.returncode == -9
+
+
 def test_stale_index_lock_from_dead_process_is_reclaimed(
     workspace: Path, home: Path, write
 ) -> None:
+    """A process killed holding the store's lock (and a git of its, which leaves ``index.lock``):
+    the next holder finds its pid, not the clean release's mark, and reclaims git's lock."""
     write(workspace, "a", "1")
     store = ShadowStore.open(workspace, home=home)
     store.capture()
-    (store.path / "index.lock").write_text("left by a killed git")
+    assert (store.path / "lock").read_bytes().startswith(b"free ")  # let go cleanly
+    _die_holding_the_lock(workspace, home, "index.lock")
+    assert (store.path / "index.lock").exists()
     write(workspace, "a", "2")
     snap = store.capture()
     assert snap.changed == ("a",)
     assert not (store.path / "index.lock").exists()
+
+
+def test_a_holder_killed_after_changing_the_store_is_seen_by_the_next(
+    workspace: Path, home: Path, write
+) -> None:
+    """This process's store knows the state it let go of; another process records a snapshot
+    and dies holding the lock (no mark of a clean release): the next lock reads the state
+    again and sees that snapshot."""
+    write(workspace, "a", "1")
+    store = ShadowStore.open(workspace, home=home)
+    first = store.capture()
+    _die_holding_the_lock(workspace, home, "capture")
+    assert store.resolve("last").label == "killed"
+    assert [s.label for s in store.log()][:1] == ["killed"]
+    assert store.restore(first.commit).written == ("a",)
+    assert (workspace / "a").read_text() == "1"
+
+
+def test_a_clean_release_by_another_process_names_a_new_state(
+    workspace: Path, home: Path, write
+) -> None:
+    """Another process's capture lets go with the mark of the state it wrote: this process's
+    store (which knew the previous one) reads it, and its caches follow."""
+    write(workspace, "a", "1")
+    store = ShadowStore.open(workspace, home=home)
+    store.capture()
+    mark = (store.path / "lock").read_bytes()
+    code = (
+        "import sys; from pathlib import Path; from treesearch.store import ShadowStore\n"
+        "s = ShadowStore.open(sys.argv[1], home=sys.argv[2])\n"
+        "Path(sys.argv[1], 'a').write_text('2'); print(s.capture(label='other').commit)\n"
+    )
+    other = subprocess.run(
+        [sys.executable, "-c", code, str(workspace), str(home)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert (store.path / "lock").read_bytes() not in (mark, b"")
+    assert store.resolve("last").commit == other.stdout.strip()
+    assert store.capture().commit == other.stdout.strip()  # nothing changed since
+
+
+def test_a_git_killed_under_the_lock_leaves_it_unmarked(workspace: Path, home: Path, write) -> None:
+    """A git process of the store ended by a signal may leave its lock files: the store lets
+    go of its lock without the mark of a clean release, so the next holder reclaims them."""
+    write(workspace, "a", "1")
+    store = ShadowStore.open(workspace, home=home)
+    store.capture()
+    lock = store.path / "lock"
+    assert lock.read_bytes().startswith(b"free ")
+    with store.lock():
+        assert lock.read_bytes().strip() == str(os.getpid()).encode()
+        with pytest.raises(treesearch.store._git.GitFailed):
+            store._git.run(["-c", "alias.die=!kill -9 $PPID", "die"])
+        (store.path / "index.lock").write_text("left by the killed git")
+    assert lock.read_bytes().strip() == str(os.getpid()).encode()  # no mark
+    write(workspace, "a", "2")
+    assert store.capture().changed == ("a",)
+    assert not (store.path / "index.lock").exists()
+    assert lock.read_bytes().startswith(b"free ")
 
 
 HOLD_LOCK = """

@@ -77,19 +77,33 @@ class State:
     generation: int = 0
     last: str | None = None
     undo: str | None = None
+    stamp: str | None = None
+    """Random, new with every write of the file: the lock's release names the state it leaves
+    (``shadow.py``), so a process that knows that write need not read the file again."""
 
     @classmethod
     def load(cls, path: Path) -> State:
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                data = json.loads(os.read(fd, 1 << 16))
+            finally:
+                os.close(fd)
+            stamp = data.get("stamp")
+            return cls(
+                int(data.get("generation", 0)),
+                data.get("last"),
+                data.get("undo"),
+                stamp if isinstance(stamp, str) else None,
+            )
+        except (OSError, ValueError, TypeError, AttributeError):
             return cls()
-        return cls(int(data.get("generation", 0)), data.get("last"), data.get("undo"))
 
     def save(self, path: Path) -> None:
-        atomic_write(
-            path, json.dumps({"generation": self.generation, "last": self.last, "undo": self.undo})
-        )
+        stamp = os.urandom(8).hex()
+        data = {"generation": self.generation, "last": self.last, "undo": self.undo}
+        atomic_write(path, json.dumps({**data, "stamp": stamp}))
+        self.stamp = stamp
 
 
 class Catalogue:
@@ -111,6 +125,9 @@ class Catalogue:
         ``save_pending``) writes it (a restore records its safety snapshot and its end in one
         write of ``state.json``)."""
         self._unsaved = False
+        self.stamp: str | None = None
+        """The stamp of the state file as this object last read or wrote it; ``None`` while
+        the state in memory may differ from the file's."""
         self.snapshots: dict[str, Snapshot] | None = None
         self.fsmeta: dict[str, str] = {}
         """Commit id -> id of its metadata blob (format 2 snapshots that have metadata)."""
@@ -123,6 +140,7 @@ class Catalogue:
         """Read the state file; True when another process (or a crash) changed the store since
         this object last looked: every cache of it must be dropped then."""
         self.state = State.load(self.store / "state.json")
+        self.stamp = self.state.stamp
         if self.state.generation == self.gen_seen:
             return False
         self.snapshots = None
@@ -131,6 +149,7 @@ class Catalogue:
 
     def bump(self, **changes: str | None) -> None:
         """Record ``changes`` (``last``, ``undo``) and a new generation."""
+        self.stamp = None
         for key, value in changes.items():
             setattr(self.state, key, value)
         self.state.generation += 1
@@ -145,6 +164,12 @@ class Catalogue:
         if force or self._unsaved:
             self.state.save(self.store / "state.json")
             self._unsaved = False
+            self.stamp = self.state.stamp
+
+    def knows(self, stamp: str | None) -> bool:
+        """Is ``stamp`` that of the state file this object read or wrote last, with nothing
+        changed in memory since (its state and caches are the file's: no need to read it)?"""
+        return stamp is not None and stamp == self.stamp and not self._unsaved
 
     # ------------------------------------------------------------------ reading
 

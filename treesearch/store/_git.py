@@ -81,6 +81,10 @@ class GitRunner:
             GIT_DIR=str(git_dir), GIT_WORK_TREE=str(work_tree), GIT_INDEX_FILE=str(index_file)
         )
         self.pass_fds: tuple[int, ...] = ()
+        self.killed = 0
+        """git processes of ``run`` that a signal ended (or that were left when an exception,
+        such as ``KeyboardInterrupt``, stopped the wait): such a process may leave its lock
+        files behind (the store's lock then reclaims them, ``shadow.py``)."""
 
     def with_env(self, **overrides: str) -> dict[str, str]:
         env = dict(self.env)
@@ -97,15 +101,21 @@ class GitRunner:
         ok_codes: Iterable[int] = (0,),
     ) -> bytes:
         cmd = [git_executable(), *args]
-        proc = subprocess.run(
-            cmd,
-            input=input,
-            capture_output=True,
-            env=dict(env) if env is not None else self.env,
-            cwd=str(cwd or self.work_tree),
-            pass_fds=self.pass_fds,
-            check=False,
-        )
+        try:
+            proc = subprocess.run(
+                cmd,
+                input=input,
+                capture_output=True,
+                env=dict(env) if env is not None else self.env,
+                cwd=str(cwd or self.work_tree),
+                pass_fds=self.pass_fds,
+                check=False,
+            )
+        except BaseException:
+            self.killed += 1
+            raise
+        if proc.returncode < 0:
+            self.killed += 1
         if proc.returncode not in tuple(ok_codes):
             raise GitFailed(args, proc.returncode, proc.stderr)
         return proc.stdout

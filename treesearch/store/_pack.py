@@ -15,7 +15,7 @@ renamed into place (index last) before any loose object or older pack it replace
 ``packed-refs`` is replaced by rename before a loose ref is pruned. A kill at any point leaves
 every object readable, at worst twice (loose and packed) or with a ``tmp_pack_*`` left over, which
 the next ``gc`` removes; a stale ``packed-refs.lock`` is reclaimed under the store lock
-(``ShadowStore._reclaim_stale_locks``).
+(``_lock.reclaim_git_locks``).
 """
 
 from __future__ import annotations

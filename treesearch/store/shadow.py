@@ -4,7 +4,8 @@ Layout of a store folder (outside the workspace)::
 
     git/            the shadow repository (GIT_DIR); snapshots are commits under refs/treesearch/
     index           the store's own index (GIT_INDEX_FILE): git's stat cache for the workspace
-    lock            flock(2) lock serialising mutations between processes
+    lock            flock(2) lock serialising mutations between processes; holds the holder's
+                    pid, or ``free <stamp>`` once let go cleanly (``ShadowStore.lock``)
     state.json      generation counter, last snapshot, last safety snapshot
     journal.json    empty unless a restore is in flight (recovered on the next open)
     workspace       the workspace path this store belongs to
@@ -41,7 +42,6 @@ from treesearch.errors import (
     RestoreError,
     StoreError,
     StoreLocationError,
-    StoreLockedError,
     WorkspaceBusy,
 )
 from treesearch.store import _init
@@ -51,6 +51,7 @@ from treesearch.store._errors import errors
 from treesearch.store._fs import SafeTree
 from treesearch.store._git import GitFailed, GitRunner
 from treesearch.store._hold import WorkspaceHold, acquire_hold
+from treesearch.store._lock import claim, free_stamp, let_go, reclaim_git_locks, wait_for
 from treesearch.store._pack import Packer
 from treesearch.store._restore import Restorer, journal_pending
 from treesearch.store._retention import GcPolicy
@@ -333,6 +334,9 @@ class ShadowStore:
         Waits up to ``timeout`` (default: the store's ``lock_timeout``) for another process, then
         raises ``StoreLockedError`` naming the holder. git children inherit the lock, so the lock
         outlives a killed parent until its git processes are gone too.
+
+        Taking it checks for what the last holder may have left, unless that holder let go
+        cleanly (``_lock.py``).
         """
         if self._lock_depth:
             self._lock_depth += 1
@@ -347,35 +351,26 @@ class ShadowStore:
                     self.path / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
                 )
         fd = self._lock_fd
-        limit = self.lock_timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        delay = 0.005
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    holder = _read_holder(fd)
-                    raise StoreLockedError(
-                        f"the store {self.path} is locked by another process{holder}; waited "
-                        f"{limit:.1f}s. Wait for it to finish, or raise the lock timeout"
-                    ) from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.1)
+        wait_for(fd, self.lock_timeout if timeout is None else timeout, self.path)
+        clean = False
         try:
-            with contextlib.suppress(OSError):  # the holder's pid is a courtesy (full disk)
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            left = free_stamp(fd)
+            claim(fd, left is not None, self.path)
             self._lock_depth = 1
             self._git.pass_fds = (fd,)
-            with errors(StoreError, f"cannot reclaim a stale lock in the store {self.path}"):
-                self._reclaim_stale_locks()
-            self._refresh_state()
+            killed = self._git.killed
+            if left is None:
+                with errors(StoreError, f"cannot reclaim a stale lock in the store {self.path}"):
+                    reclaim_git_locks(self.path, self.git_dir)
+            if not self._catalogue.knows(left):
+                self._refresh_state()
             yield
+            clean = self._git.killed == killed
         finally:
             self._lock_depth = 0
             self._git.pass_fds = ()
+            if clean:
+                let_go(fd, self._catalogue.stamp)
             fcntl.flock(fd, fcntl.LOCK_UN)
 
     def hold(self, purpose: str = "", *, command: str | None = None) -> WorkspaceHold:
@@ -392,14 +387,6 @@ class ShadowStore:
         if held.reclaimed:
             self.reclaimed.append(held.reclaimed)
         return held
-
-    def _reclaim_stale_locks(self) -> None:
-        # We hold the flock and every git process of ours inherits it, so no live owner exists
-        # (``packed-refs.new``: pack-refs' temporary file, which a kill leaves like its lock).
-        refs = self.git_dir / "packed-refs"
-        for lock in (self.path / "index.lock", refs.with_suffix(".lock"), refs.with_suffix(".new")):
-            with contextlib.suppress(FileNotFoundError):
-                lock.unlink()
 
     def _refresh_state(self) -> None:
         if self._catalogue.refresh():
@@ -677,14 +664,6 @@ class ShadowStore:
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-def _read_holder(fd: int) -> str:
-    try:
-        pid = os.pread(fd, 32, 0).decode().strip()
-    except OSError:
-        return ""
-    return f" (pid {pid})" if pid else ""
 
 
 def _stale_lock_path(stderr: str, store: Path) -> Path | None:

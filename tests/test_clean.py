@@ -84,6 +84,12 @@ def copy_run(
     done = cli(env, "run", str(path), "--quiet", "--no-patch")
     assert done.returncode == 0, done.stderr
     run_dir = Path(done.stdout.split("run directory: ")[1].split("\n")[0])
+    # The search's watchdog removes its registry record once the search has ended: wait for
+    # it, or a test that compares the temp folder before and after a command sees it go.
+    procs = tmp_path / "tmp" / f"treesearch-{os.getuid()}" / "procs"
+    deadline = time.monotonic() + 30
+    while procs.is_dir() and any(procs.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.01)
     return src, run_dir
 
 

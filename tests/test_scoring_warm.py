@@ -260,8 +260,8 @@ def test_warm_child_sees_the_path_argv_environment_and_folder_of_a_cold_run(
 
     def dump(run: TestRun) -> dict[str, Any]:
         line = next(x for x in run.output.splitlines() if x.startswith("DUMP"))
-        # The run's scratch folder (report, probe) is a new temporary one per run.
-        data = json.loads(re.sub(r"/score-[^/\"]*/", "/score-X/", line[4:]))
+        # The run's files (report, probe) have names of their own in a scratch folder.
+        data = json.loads(re.sub(r"-\d+-\d+\.(xml|json)", r"-N.\1", line[4:]))
         data["env"] = {k: v for k, v in data["env"].items() if "PROBE" not in k}
         return data
 

@@ -28,6 +28,11 @@ from treesearch.scoring.warm_plan import shell_execs
 from treesearch.types import ProcessResult
 
 
+def _mask_run_files(text: str) -> str:
+    """A run's files (report, probe) are named after the run, in a scratch folder."""
+    return re.sub(r"/score-[^/\"]*/(junit|probe)-\d+-\d+\.", r"/score-X/\1-N.", text)
+
+
 def outcomes(run: TestRun) -> dict[str, str]:
     return {t.id.rsplit("::", 1)[-1]: t.outcome.value for t in run.tests}
 
@@ -216,7 +221,7 @@ _INSPECT = """
 
 def dump(run: TestRun) -> dict[str, object]:
     line = next(x for x in run.output.splitlines() if x.startswith("DUMP"))
-    data: dict[str, object] = json.loads(re.sub(r"/score-[^/\"]*/", "/score-X/", line[4:]))
+    data: dict[str, object] = json.loads(_mask_run_files(line[4:]))
     return data
 
 
@@ -403,7 +408,7 @@ def config_dumps(path: Path) -> list[dict[str, object]]:
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     path.unlink()
     for row in rows:  # the run's report lives in its own scratch folder
-        row["args"] = [re.sub(r"/score-[^/]*/", "/score-X/", str(a)) for a in row["args"]]
+        row["args"] = [_mask_run_files(str(a)) for a in row["args"]]
     return rows
 
 
@@ -557,7 +562,7 @@ def test_failure_reports_show_the_statements_of_the_source_as_it_is_at_each_fail
     s = spec("-vv")
 
     def text(run: TestRun) -> str:
-        return re.sub(r"in \d+\.\d+s|/score-[^/]*/", "X", run.output)
+        return re.sub(r"in \d+\.\d+s", "X", _mask_run_files(run.output))
 
     for _ in range(2):
         (ws / "test_a.py").write_text(source)

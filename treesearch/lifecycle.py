@@ -20,8 +20,9 @@ record (a record made in another pid namespace, a container sharing the temp fol
 alive: it is never acted on). A group
 is killed only while its leader is gone or is still the recorded process.
 
-Scratch folders (``scratch_dir``) carry the owner in their name and are removed on exit; ``reap``
-removes those whose owner is dead (killed, or a machine that rebooted), never a live process's.
+Scratch folders (``scratch_dir``, and ``process_dir`` for one kept for the process's life) carry
+the owner in their name and are removed on exit; ``reap`` removes those whose owner is dead
+(killed, or a machine that rebooted), never a live process's.
 
 Everything lives under the temp root ``$TMPDIR/treesearch-<uid>`` (mode 0700, owned by the user).
 Without ``/proc`` (macOS) the reaper errs on the safe side: a pid that exists counts as alive and
@@ -30,6 +31,7 @@ no group is killed. The module never prints.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import ctypes.util
@@ -53,6 +55,7 @@ __all__ = [
     "die_with_parent",
     "name_process",
     "owner_alive",
+    "process_dir",
     "process_owner",
     "reap",
     "scratch_dir",
@@ -177,6 +180,37 @@ def scratch_dir(kind: str, base: str | os.PathLike[str] | None = None) -> Iterat
     try:
         yield folder
     finally:
+        remove_tree(folder)
+
+
+_KEPT: dict[tuple[int, str, str], Path] = {}
+_KEPT_LOCK = threading.Lock()
+
+
+def process_dir(kind: str, base: str | os.PathLike[str] | None = None) -> Path:
+    """A folder ``<temp root>/<kind>-<owner>-XXXX`` kept for this process's life (per ``kind``
+    and temp root): made on first use (and again if it went), removed at exit, or by ``reap``
+    once the process is gone; a forked child makes its own and never removes its parent's.
+    For what every test run would otherwise make and remove again (``scratch_dir``)."""
+    root = temp_root(base)
+    key = (os.getpid(), kind, str(root))
+    folder = _KEPT.get(key)
+    if folder is not None and os.path.isdir(folder):
+        return folder
+    with _KEPT_LOCK:
+        folder = _KEPT.get(key)
+        if folder is None or not os.path.isdir(folder):
+            if not re.fullmatch(r"[a-z]+", kind):
+                raise ValueError(f"scratch folder kind must be lowercase letters, not {kind!r}")
+            token = process_owner().token
+            folder = Path(tempfile.mkdtemp(prefix=f"{kind}-{token}-", dir=root))
+            _KEPT[key] = folder
+            atexit.register(_remove_own, folder, os.getpid())
+    return folder
+
+
+def _remove_own(folder: Path, pid: int) -> None:
+    if os.getpid() == pid:  # (exit handlers are inherited through fork)
         remove_tree(folder)
 
 

@@ -60,6 +60,14 @@ def _cpu_server(runner: WarmRunner) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def _settle(runner: WarmRunner) -> None:
+    """Wait for the servers to reap the run's child (the client sends ``reap`` and returns): a
+    zombie's CPU time shows nowhere until its parent reaps it, which would put it outside the
+    measured span."""
+    for server in runner._servers.values():
+        server.settle()
+
+
 def measure_suite(source: Path, runs: int, scratch: Path) -> dict[str, Any]:
     """Cold and warm runs per second of the suite in ``source`` (copied), interleaved; and the
     CPU seconds per run, which the load of a shared machine changes less."""
@@ -79,6 +87,7 @@ def measure_suite(source: Path, runs: int, scratch: Path) -> dict[str, Any]:
             w0, s0, t = _cpu_server(runner), _cpu_self(), time.perf_counter()
             warm = run_tests(SPEC, ws, warm=runner)
             warm_seconds += time.perf_counter() - t
+            _settle(runner)
             warm_cpu += _cpu_server(runner) - w0 + _cpu_self() - s0
             if _outcomes(cold) != expected or _outcomes(warm) != expected:
                 raise SystemExit(f"{source.name}: outcomes changed between runs")

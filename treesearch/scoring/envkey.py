@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import shutil
 import sys
 from collections.abc import Mapping, MutableMapping, Sequence
@@ -25,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from treesearch.errors import ConfigError
+from treesearch.scoring._words import shell_words
 
 ENV_VARS = (
     "PATH",
@@ -136,7 +136,7 @@ def _program_words(command: str | Sequence[str]) -> list[str]:
     (after variable assignments) and every other word without a leading ``-``."""
     if isinstance(command, str):
         try:
-            words = shlex.split(_SHELL_SPLIT.sub(" ; ", command))
+            words = shell_words(_SHELL_SPLIT.sub(" ; ", command))
         except ValueError:
             words = command.split()
     else:

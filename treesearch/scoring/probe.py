@@ -1,7 +1,7 @@
 """Set up and read the session probe (``pytest_probe``) of a pytest run.
 
-``probe_env`` copies the plugin into a temporary folder outside the workspace and returns the
-variables that make pytest load it; ``read_probe`` reads what it recorded. A run whose probe
+``probe_env`` copies the plugin into a folder outside the workspace (once per process: the
+runner keeps it, ``lifecycle.process_dir``) and returns the variables that make pytest load it; ``read_probe`` reads what it recorded. A run whose probe
 left nothing (the command did not pass the variables on to pytest, pytest died before the end
 of its session) falls back to what the output and the report say.
 """
@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from treesearch.scoring import pytest_probe
+from treesearch.scoring._words import shell_words
 
 MODULE = "_treesearch_pytest_probe"
 """Module name the plugin is loaded under."""
@@ -78,12 +79,11 @@ def probe_env(
     """
     if _isolated(command):
         return {}
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(Path(pytest_probe.__file__), folder / f"{MODULE}.py")
+    _install(Path(pytest_probe.__file__), folder / f"{MODULE}.py")
     out: dict[str, str] = {pytest_probe.ENV_FILE: str(out_file)}
     plugins = MODULE
     if ORDER_ENV in env:  # selection, stop at first failure, per-test limits
-        shutil.copyfile(_ORDER_FILE, folder / f"{ORDER_MODULE}.py")
+        _install(_ORDER_FILE, folder / f"{ORDER_MODULE}.py")
         plugins = f"{ORDER_MODULE},{MODULE}"
     for name, saved in (
         ("PYTEST_PLUGINS", pytest_probe.ENV_PLUGINS),
@@ -99,10 +99,26 @@ def probe_env(
     return out
 
 
+_INSTALLED: set[tuple[int, Path]] = set()
+
+
+def _install(source: Path, dest: Path) -> None:
+    """Copy a plugin to ``dest`` unless this process did already and it is still there (the
+    folder is kept between runs: ``lifecycle.process_dir``); a reader never sees half of it."""
+    key = (os.getpid(), dest)
+    if key in _INSTALLED and os.path.isfile(dest):
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    shutil.copyfile(source, tmp)
+    os.replace(tmp, dest)
+    _INSTALLED.add(key)
+
+
 def _isolated(command: str | Sequence[str]) -> bool:
     if isinstance(command, str):
         try:
-            words = shlex.split(command)
+            words = shell_words(command)
         except ValueError:
             return False
     else:

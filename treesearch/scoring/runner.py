@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import shlex
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from treesearch import lifecycle, sandbox
 from treesearch.errors import SandboxError, ScoringError
+from treesearch.scoring._words import shell_words
 from treesearch.scoring.junit import (
     MAX_REPORT_BYTES,
     Report,
@@ -46,6 +48,7 @@ _SUITE_RAN = re.compile(
     r"|^Tests:\s+\d",
     re.MULTILINE,
 )
+_RUN_IDS = itertools.count()
 _XPASS_LINE = re.compile(r"^XPASS (\S.*?)(?: - .*)?$", re.MULTILINE)
 
 _PYTEST_EXIT = {
@@ -77,14 +80,19 @@ def run_tests(
     """
     cwd = _working_dir(workspace, spec.cwd)
     tests = tuple(spec.tests if only is None else only)
-    with lifecycle.scratch_dir("score") as tmp:
+    # The files of this run, in a folder kept for the process's life (made and removed again
+    # for every run, it cost a millisecond of a 50 ms warm run): each run's names are its own.
+    tmp = lifecycle.process_dir("score")
+    run_id = f"{os.getpid()}-{next(_RUN_IDS)}"
+    ours = [tmp / f"junit-{run_id}.xml", tmp / f"probe-{run_id}.json"]
+    try:
         extra: list[str] = []
         report_path: Path | None = None
         if spec.junit_xml is not None:
             report_path = cwd / spec.junit_xml
         if spec.is_pytest:
             if report_path is None:
-                report_path = Path(tmp) / "junit.xml"
+                report_path = ours[0]
                 extra.append(f"--junitxml={report_path}")
             # xunit1 adds the file attribute, which makes node ids exact; without the cache
             # plugin pytest writes no .pytest_cache folder into the workspace.
@@ -100,10 +108,10 @@ def run_tests(
             command = [*spec.command, *extra]
             shown = shlex.join(command)
         env = {**_QUIET_ENV, **spec.env}
-        probe_file = Path(tmp) / "probe.json"
+        probe_file = ours[1]
         if spec.is_pytest:
-            env.update(probe_env(spec.command, Path(tmp) / "probe", probe_file, env, os.environ))
-        with _report_slot(report_path, Path(tmp) / "previous-report"):
+            env.update(probe_env(spec.command, tmp / "plugins", probe_file, env, os.environ))
+        with _report_slot(report_path, tmp / f"previous-{run_id}"):
             try:
                 if warm is not None:
                     proc = warm.run(
@@ -133,6 +141,10 @@ def run_tests(
                         text = text.replace(str(report_path), "(pytest's --junitxml file)")
                     report = ReportError(text)
         probe = read_probe(probe_file) if spec.is_pytest and not proc.timed_out else None
+    finally:
+        for path in ours:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
     return _make_run(spec, proc, report, cwd, shown, probe)
 
 
@@ -178,7 +190,7 @@ def _working_dir(workspace: str | os.PathLike[str], rel: str) -> Path:
 def _has_pytest_plugin_off(command: str | Sequence[str], plugin: str) -> bool:
     if isinstance(command, str):
         try:
-            words = shlex.split(command)
+            words = shell_words(command)
         except ValueError:
             return False
     else:

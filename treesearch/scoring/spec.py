@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from treesearch.errors import ConfigError
+from treesearch.scoring._words import shell_words
 
 DEFAULT_COMMAND = "python -m pytest -q"
 DEFAULT_TIMEOUT = 600.0
@@ -84,7 +85,7 @@ class TestSpec:
             return self.runner == "pytest"
         if isinstance(self.command, str):
             try:
-                words = shlex.split(self.command)
+                words = shell_words(self.command)
             except ValueError:
                 return False
         else:

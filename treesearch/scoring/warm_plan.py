@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shlex
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from treesearch.scoring._words import shell_words
 
 __all__ = ["Launch", "ShellEnv", "plan", "register_boot", "shell_env", "shell_execs"]
 
@@ -61,7 +62,7 @@ def plan(command: str | Sequence[str], env: Mapping[str, str], cwd: str) -> Laun
         if _SHELL_SPECIAL.search(command):
             return "the test command uses shell features (expansions, redirections, pipes...)"
         try:
-            words = shlex.split(command)
+            words = shell_words(command)
         except ValueError:
             return "the test command is not a plain shell line"
     else:

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from treesearch._atomic import write_text
 from treesearch.scoring import pytest_probe
 from treesearch.scoring._words import shell_words
 
@@ -109,9 +108,7 @@ def _install(source: Path, dest: Path) -> None:
     if key in _INSTALLED and os.path.isfile(dest):
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}-{threading.get_ident()}.tmp")
-    shutil.copyfile(source, tmp)
-    os.replace(tmp, dest)
+    write_text(dest, source.read_text(encoding="utf-8"))
     _INSTALLED.add(key)
 
 

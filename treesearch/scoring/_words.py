@@ -7,20 +7,13 @@ from __future__ import annotations
 import functools
 import shlex
 
-_BAD = object()
-
 
 @functools.lru_cache(maxsize=256)
-def _split(command: str) -> tuple[str, ...] | object:
-    try:
-        return tuple(shlex.split(command))
-    except ValueError:
-        return _BAD
+def _split(command: str) -> tuple[str, ...]:
+    return tuple(shlex.split(command))
 
 
 def shell_words(command: str) -> list[str]:
-    """``shlex.split(command)``; raises ``ValueError`` as it does (no closing quotation)."""
-    words = _split(command)
-    if not isinstance(words, tuple):
-        raise ValueError(f"cannot split the command {command!r} into words (unbalanced quotes?)")
-    return list(words)
+    """``shlex.split(command)``; raises ``ValueError`` as it does (no closing quotation: such a
+    command is not remembered, and is split again on the next call)."""
+    return list(_split(command))

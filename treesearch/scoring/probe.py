@@ -1,9 +1,10 @@
 """Set up and read the session probe (``pytest_probe``) of a pytest run.
 
 ``probe_env`` copies the plugin into a folder outside the workspace (once per process: the
-runner keeps it, ``lifecycle.process_dir``) and returns the variables that make pytest load it; ``read_probe`` reads what it recorded. A run whose probe
-left nothing (the command did not pass the variables on to pytest, pytest died before the end
-of its session) falls back to what the output and the report say.
+runner keeps it, ``lifecycle.process_dir``) and returns the variables that make pytest load it;
+``read_probe`` reads what it recorded. A run whose probe left nothing (the command did not pass
+the variables on to pytest, pytest died before the end of its session) falls back to what the
+output and the report say.
 """
 
 from __future__ import annotations

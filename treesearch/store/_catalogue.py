@@ -79,7 +79,7 @@ class State:
     undo: str | None = None
     stamp: str | None = None
     """Random, new with every write of the file: the lock's release names the state it leaves
-    (``shadow.py``), so a process that knows that write need not read the file again."""
+    (``_lock.py``), so a process that knows that write need not read the file again."""
 
     @classmethod
     def load(cls, path: Path) -> State:

@@ -84,7 +84,7 @@ class GitRunner:
         self.killed = 0
         """git processes of ``run`` that a signal ended (or that were left when an exception,
         such as ``KeyboardInterrupt``, stopped the wait): such a process may leave its lock
-        files behind (the store's lock then reclaims them, ``shadow.py``)."""
+        files behind (the store's lock then reclaims them, ``_lock.py``)."""
 
     def with_env(self, **overrides: str) -> dict[str, str]:
         env = dict(self.env)

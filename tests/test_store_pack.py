@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -192,6 +193,52 @@ def test_a_new_shared_index_removes_the_old_one_regression_store_grew_by_an_inde
     assert len(shared) == 1, shared
     for snap in snaps:  # every snapshot still reads back
         assert store.resolve(snap.commit).tree == snap.tree
+    store.close()
+
+
+def _own_index_entries(index: Path) -> int:
+    """Entries the store's ``index`` file holds itself (with a split index: those not in the
+    shared index), from its header (``DIRC``, version, entry count)."""
+    sig, _version, count = struct.unpack(">4sII", index.read_bytes()[:12])
+    assert sig == b"DIRC"
+    return int(count)
+
+
+def test_a_big_capture_folds_the_index_into_a_new_shared_one_regression_index_kept_them(
+    tmp_path: Path, watch_mode: bool
+) -> None:
+    """Regression (#13, disk at umask 002 on 14,100 files: 1.032 or 1.083 from run to run): a
+    capture that told git about many paths, but fewer than a fifth of the entries (~2,000 files
+    still racy after a bulk copy, hashed again), left them all in the split index's own file,
+    +0.3 MiB, read and written by every later ``update-index``. Past ``max(256, files / 20)``
+    such entries, a capture now folds them into a new shared index (``--split-index``). The
+    files' mtimes lie in the past (as after ``cp -p`` or ``tar x``), so git has no racy entries
+    of its own to keep out of the shared index."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    past = time.time() - 2 * 86400
+    paths = [ws / f"d{i % 20:02d}" / f"f{i:04d}.txt" for i in range(4000)]
+    for i, path in enumerate(paths):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(f"file {i}\n")
+        os.utime(path, (past, past))
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    store.capture()
+    index = store.path / "index"
+    assert _own_index_entries(index) == 0
+    time.sleep(0.06)  # past the racy window of the first capture's files
+    for i in range(0, 4000, 13):  # 308 files: over 256 and a twentieth, under git's own fifth
+        paths[i].write_text(f"file {i} changed\n")
+        os.utime(paths[i], (past, past))
+    snap = store.capture()
+    assert len(snap.changed) == 308
+    assert _own_index_entries(index) == 0, "the changed entries stayed in the index file"
+    assert len(list(store.git_dir.glob("sharedindex.*"))) == 1
+    time.sleep(0.06)
+    paths[1].write_text("one more\n")  # the index still works after the fold
+    again = store.capture()
+    assert again.changed == (paths[1].relative_to(ws).as_posix(),)
+    assert store.resolve(snap.commit).tree == snap.tree
     store.close()
 
 

@@ -25,6 +25,7 @@ from treesearch.store._stat import (
     compare_with_index,
     git_may_miss,
     index_key,
+    own_index_entries,
     parse_index,
     racy_key,
     read_scan_time,
@@ -259,6 +260,9 @@ class Scanner:
             return Scan(made.tree, w, c.hashed, time.perf_counter() - t0, raw)
         restored = self._unsynced_args(c, w, tree is None)
         feed, stale = self._tell_git(c, w, restored)
+        own = own_index_entries(self.store / "index") if feed or stale else 0
+        if own > max(_BULK_PATHS, len(w.files) // 20):
+            self.run(["update-index", "--split-index"])  # into a new shared index (``_stat``)
         if feed or stale or restored or tree is None:
             tree = TreeHash(self.run(["write-tree"]).decode().strip())
         if restored:

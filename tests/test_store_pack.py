@@ -21,7 +21,7 @@ import pytest
 
 from treesearch.store import ShadowStore
 from treesearch.store._pack import Packer
-from treesearch.types import CommitId
+from treesearch.types import CommitId, Snapshot
 
 pytestmark = pytest.mark.usefixtures("watch_mode")
 
@@ -204,6 +204,36 @@ def _own_index_entries(index: Path) -> int:
     return int(count)
 
 
+def _old_files_store(ws: Path, home: Path) -> tuple[ShadowStore, list[Path]]:
+    """4,000 files whose mtimes lie in the past (as after ``cp -p`` or ``tar x``: git has no
+    racy entries of its own to keep out of a shared index), captured once."""
+    ws.mkdir()
+    paths = [ws / f"d{i % 20:02d}" / f"f{i:04d}.txt" for i in range(4000)]
+    for i, path in enumerate(paths):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(f"file {i}\n")
+        os.utime(path, (_PAST, _PAST))
+    time.sleep(0.06)  # no file racy (ctime within 50 ms) at the first scan: none fed again later
+    store = ShadowStore.open(ws, home=home)
+    store.capture()
+    return store, paths
+
+
+def _rewrite_308(store: ShadowStore, paths: list[Path]) -> Snapshot:
+    """Rewrite every 13th file (308: over 256 and a twentieth, under git's own fifth), mtimes
+    kept in the past, and capture."""
+    time.sleep(0.06)  # past the racy window of the first capture's files
+    for i in range(0, len(paths), 13):
+        paths[i].write_text(f"file {i} changed\n")
+        os.utime(paths[i], (_PAST, _PAST))
+    snap = store.capture()
+    assert len(snap.changed) == 308
+    return snap
+
+
+_PAST = time.time() - 2 * 86400
+
+
 def test_a_big_capture_folds_the_index_into_a_new_shared_one_regression_index_kept_them(
     tmp_path: Path, watch_mode: bool
 ) -> None:
@@ -211,27 +241,12 @@ def test_a_big_capture_folds_the_index_into_a_new_shared_one_regression_index_ke
     capture that told git about many paths, but fewer than a fifth of the entries (~2,000 files
     still racy after a bulk copy, hashed again), left them all in the split index's own file,
     +0.3 MiB, read and written by every later ``update-index``. Past ``max(256, files / 20)``
-    such entries, a capture now folds them into a new shared index (``--split-index``). The
-    files' mtimes lie in the past (as after ``cp -p`` or ``tar x``), so git has no racy entries
-    of its own to keep out of the shared index."""
+    such entries, a capture now folds them into a new shared index (``--split-index``)."""
     ws = tmp_path / "ws"
-    ws.mkdir()
-    past = time.time() - 2 * 86400
-    paths = [ws / f"d{i % 20:02d}" / f"f{i:04d}.txt" for i in range(4000)]
-    for i, path in enumerate(paths):
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(f"file {i}\n")
-        os.utime(path, (past, past))
-    store = ShadowStore.open(ws, home=tmp_path / "home")
-    store.capture()
+    store, paths = _old_files_store(ws, tmp_path / "home")
     index = store.path / "index"
     assert _own_index_entries(index) == 0
-    time.sleep(0.06)  # past the racy window of the first capture's files
-    for i in range(0, 4000, 13):  # 308 files: over 256 and a twentieth, under git's own fifth
-        paths[i].write_text(f"file {i} changed\n")
-        os.utime(paths[i], (past, past))
-    snap = store.capture()
-    assert len(snap.changed) == 308
+    snap = _rewrite_308(store, paths)
     assert _own_index_entries(index) == 0, "the changed entries stayed in the index file"
     assert len(list(store.git_dir.glob("sharedindex.*"))) == 1
     time.sleep(0.06)
@@ -239,6 +254,22 @@ def test_a_big_capture_folds_the_index_into_a_new_shared_one_regression_index_ke
     again = store.capture()
     assert again.changed == (paths[1].relative_to(ws).as_posix(),)
     assert store.resolve(snap.commit).tree == snap.tree
+    store.close()
+
+
+def test_a_fold_git_refuses_leaves_the_capture_whole(tmp_path: Path, watch_mode: bool) -> None:
+    """The fold only makes the index file smaller: when git refuses it (here a config value it
+    cannot parse, read only when a shared index is written), the capture is recorded as it
+    would be without it, and the store goes on working."""
+    store, paths = _old_files_store(tmp_path / "ws", tmp_path / "home")
+    config = store.git_dir / "config"
+    config.write_text(config.read_text() + "[splitIndex]\n\tsharedIndexExpire = not-a-date\n")
+    snap = _rewrite_308(store, paths)
+    assert _own_index_entries(store.path / "index") > 256  # not folded
+    assert store.resolve(snap.commit).tree == snap.tree
+    time.sleep(0.06)
+    paths[1].write_text("one more\n")
+    assert store.capture().changed == (paths[1].relative_to(store.workspace).as_posix(),)
     store.close()
 
 

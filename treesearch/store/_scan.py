@@ -9,6 +9,7 @@ and the first capture's seeding from the user's own repository (read-only).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -261,8 +262,9 @@ class Scanner:
         restored = self._unsynced_args(c, w, tree is None)
         feed, stale = self._tell_git(c, w, restored)
         own = own_index_entries(self.store / "index") if feed or stale else 0
-        if own > max(_BULK_PATHS, len(w.files) // 20):
-            self.run(["update-index", "--split-index"])  # into a new shared index (``_stat``)
+        if own > max(_BULK_PATHS, len(w.files) // 20):  # fold them into a new shared index
+            with contextlib.suppress(GitFailed):  # (``_stat``): only a smaller file, not needed
+                self.run(["update-index", "--split-index"])
         if feed or stale or restored or tree is None:
             tree = TreeHash(self.run(["write-tree"]).decode().strip())
         if restored:

@@ -428,11 +428,13 @@ def _batch(
                 unpack(result.run_archive, tmp)
                 (tmp / "eval-row.json").write_text(json.dumps(row, indent=2) + "\n")
                 os.replace(tmp, final)
+        # Done before the journal line: a Ctrl-C while it is written (the fsync can take a
+        # while) must not drop a row the journal may already hold from the final rewrite.
+        done[iid] = row
+        new += 1
         journal.write(json.dumps(row, sort_keys=True) + "\n")
         journal.flush()
         os.fsync(journal.fileno())
-        done[iid] = row
-        new += 1
         timing["commit"] = round(time.monotonic() - received, 3)  # the driver's share
         elapsed = time.monotonic() - t0
         left = len(items) - len(done)

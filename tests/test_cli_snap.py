@@ -62,7 +62,7 @@ def test_snap_diff_formats_log_and_show(workspace: Path, home: Path, write) -> N
     names = snap(workspace, home, "diff", "a", "b", "--name-status")
     assert names.stdout.splitlines() == ["M\ta.txt", "A\tb.txt"]
     stat = snap(workspace, home, "diff", "a", "--stat")
-    assert "2 files changed, 2 insertions(+), 1 deletions(-)" in stat.stdout
+    assert "2 files changed, 2 insertions(+), 1 deletion(-)" in stat.stdout  # git's wording
     patch = snap(workspace, home, "diff", "a", "b")
     assert "-one\n+two\n" in patch.stdout
     log = json.loads(snap(workspace, home, "log", "--json").stdout)
@@ -71,6 +71,22 @@ def test_snap_diff_formats_log_and_show(workspace: Path, home: Path, write) -> N
     assert "a.txt" in show.stdout and "b.txt" in show.stdout
     gc = snap(workspace, home, "gc", "--keep-last", "1", "--json")
     assert gc.returncode == 0 and json.loads(gc.stdout)["dry_run"] is False
+
+
+def test_snap_capture_lists_each_change_with_its_kind(workspace: Path, home: Path, write) -> None:
+    write(workspace, "a.txt", "one\n")
+    write(workspace, "b.txt", "bee\n")
+    first = snap(workspace, home, "capture")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines()[2:] == ["  A a.txt", "  A b.txt"]
+    write(workspace, "a.txt", "two\n")
+    (workspace / "b.txt").unlink()
+    write(workspace, "c.txt", "sea\n")
+    second = snap(workspace, home, "capture")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.splitlines()[2:] == ["  M a.txt", "  D b.txt", "  A c.txt"]
+    one = snap(workspace, home, "diff", first.stdout.split()[1], "--stat")
+    assert one.stdout.splitlines()[-1] == " 3 files changed, 2 insertions(+), 2 deletions(-)"
 
 
 def test_snap_exit_codes_usage_2_failure_1_with_one_line_message(

@@ -43,13 +43,27 @@ def _cmd_capture(args: argparse.Namespace) -> int:
         f"  {len(snap.changed)} changed, {len(snap.skipped)} skipped; "
         f"{st.files_seen} files seen, {st.files_hashed} hashed in {st.seconds:.3f}s"
     )
-    for path in snap.changed[:20]:
-        print(f"  ~ {path}")
+    for kind, path in _changed_kinds(store, snap)[:20]:
+        print(f"  {kind} {path}")
     if len(snap.changed) > 20:
         print(f"  ... and {len(snap.changed) - 20} more")
     for sk in snap.skipped:
         print(f"  skipped {sk.path} ({sk.reason}: {sk.detail})")
     return 0
+
+
+def _changed_kinds(store: Any, snap: Any) -> list[tuple[str, str]]:
+    """``snap.changed`` with git's letter for each path: ``A`` added, ``M`` modified, ``D``
+    deleted, ``T`` type changed, from the diff with the previous snapshot (all ``A`` without
+    one)."""
+    if not snap.changed:
+        return []
+    if snap.parent is None:
+        return [("A", path) for path in snap.changed]
+    kinds = {
+        f.path: f.status for f in store.diff(snap.parent, snap.commit, max_patch_bytes=0).files
+    }
+    return [(kinds.get(path, "M"), path) for path in snap.changed]
 
 
 def _print_restore(args: argparse.Namespace, result: Any) -> int:

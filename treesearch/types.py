@@ -220,7 +220,13 @@ class Diff:
             lines.append(f" {f.status} {f.path} | {counts}")
         ins = sum(f.added_lines for f in self.files)
         dels = sum(f.deleted_lines for f in self.files)
-        lines.append(f" {len(self.files)} files changed, {ins} insertions(+), {dels} deletions(-)")
+        # git's wording: singular for one, a zero count left out
+        summary = [f"{len(self.files)} file{'s' * (len(self.files) != 1)} changed"]
+        if ins:
+            summary.append(f"{ins} insertion{'s' * (ins != 1)}(+)")
+        if dels:
+            summary.append(f"{dels} deletion{'s' * (dels != 1)}(-)")
+        lines.append(" " + ", ".join(summary))
         return "\n".join(lines)
 
     def name_status(self) -> str:

@@ -268,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"demo expansions per second at {n} expansions, workers=2 vs 1: {k['ratio']}x"
                 f"{judged}; ceiling with the root's test serial {k['ceiling']}x; two workers=1 "
                 f"searches at once vs one: {k['pair_ratio']}x (this machine's own ceiling), "
-                f"workers=2 reaches {k['of_pair']:.0%} of it"
+                f"workers=2 reaches {k['of_pair']:.0%} of it; both limits at once (the root's "
+                f"test serial, the rest at the pair's ratio): {k['machine_ceiling']}x"
             )
     if "repair" in parts:
         chosen = [x for x in args.repair_settings.split(",") if x]

@@ -86,12 +86,12 @@ __all__ = [
 WINDOW = 2
 """Expansions chosen ahead per worker (``run_window``). Results are recorded in the order
 chosen, so an expansion that takes long (a fault localisation, a full test run) holds back the
-choice of those after it: on the demo (120 expansions) the two workers stand idle ~1.0 s of
-~3.9 s waiting for a choice. 4 per worker took that to 0.03 s but gained little wall time (the
-two cores were busy anyway: the controller and the test runs fill them) and chose on staler
-results: the repair benchmark's refactory ``q1_152`` was no longer fixed within 100 test runs
-(84 with 2). 2 keeps both workers busy when short expansions (no-ops, cached states) finish
-behind long ones."""
+choice of those after it: on the demo (120 expansions) the two workers stand idle ~1.7 of ~14
+worker-seconds waiting for a choice. 4 per worker took that to 0.25 and the demo's ratio to
+workers=1 from 1.37x to 1.50x, but chose on staler results: the repair benchmark's refactory
+``q1_152`` was no longer fixed within 100 test runs (84 with 2; the other 23 of 24 entries
+alike) and the repair searches were no faster. 2 keeps both workers busy when short
+expansions (no-ops, cached states) finish behind long ones (benchmarks/README.md)."""
 
 FORK: bool | None = None
 """How a ``WorkerPool`` made without ``fork`` starts its workers: ``None`` forked from this

@@ -89,6 +89,27 @@ def test_snap_capture_lists_each_change_with_its_kind(workspace: Path, home: Pat
     assert one.stdout.splitlines()[-1] == " 3 files changed, 2 insertions(+), 2 deletions(-)"
 
 
+def test_capture_listing_without_the_previous_snapshot_says_so_and_keeps_the_capture(
+    workspace: Path, home: Path, write, capsys
+) -> None:
+    # The previous snapshot is protected from `snap gc`; a store that lost it anyway (a damaged
+    # one) must not turn a capture that succeeded into an error, nor list kinds it cannot know.
+    from dataclasses import replace
+
+    from treesearch._cli_snap import _changed_kinds
+    from treesearch.store import ShadowStore
+
+    store = ShadowStore.open(workspace, home=home)
+    write(workspace, "a.txt", "one\n")
+    store.capture()
+    write(workspace, "a.txt", "two\n")
+    snap = store.capture()
+    assert _changed_kinds(store, snap) == [("M", "a.txt")]
+    lost = replace(snap, parent="0" * 40)
+    assert _changed_kinds(store, lost) == [("~", "a.txt")]
+    assert "cannot tell the kinds of change" in capsys.readouterr().err
+
+
 def test_snap_exit_codes_usage_2_failure_1_with_one_line_message(
     workspace: Path, home: Path
 ) -> None:

@@ -18,6 +18,7 @@ from treesearch.cli import (
     _snap_dict,
     _store_args,
 )
+from treesearch.errors import StoreError
 
 
 def _cmd_capture(args: argparse.Namespace) -> int:
@@ -55,14 +56,17 @@ def _cmd_capture(args: argparse.Namespace) -> int:
 def _changed_kinds(store: Any, snap: Any) -> list[tuple[str, str]]:
     """``snap.changed`` with git's letter for each path: ``A`` added, ``M`` modified, ``D``
     deleted, ``T`` type changed, from the diff with the previous snapshot (all ``A`` without
-    one)."""
+    one; ``~``, with a note, when the diff fails)."""
     if not snap.changed:
         return []
     if snap.parent is None:
         return [("A", path) for path in snap.changed]
-    kinds = {
-        f.path: f.status for f in store.diff(snap.parent, snap.commit, max_patch_bytes=0).files
-    }
+    try:
+        diff = store.diff(snap.parent, snap.commit, max_patch_bytes=0)
+    except StoreError as exc:  # the capture stands; only the listing lacks the kinds
+        print(f"treesearch: note: cannot tell the kinds of change: {exc}", file=sys.stderr)
+        return [("~", path) for path in snap.changed]
+    kinds = {f.path: f.status for f in diff.files}
     return [(kinds.get(path, "M"), path) for path in snap.changed]
 
 

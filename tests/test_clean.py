@@ -196,7 +196,7 @@ def test_clean_keeps_recent_copies_and_those_of_a_running_search(
         live_src, home, run_id="live-run", run_dir=tmp_path / "runs" / "live-run"
     )
     age(live.parent)
-    plan = cleanup.plan_clean(home, older_than=7 * 86400)
+    plan = cleanup.plan_clean(home, older_than=7 * 86400, temp_base=tmp_path)
     assert plan.items == []
     reasons = {Path(k.path).name.split("-")[0]: k.reason for k in plan.kept}
     assert reasons["live"].endswith("a search on it is running")

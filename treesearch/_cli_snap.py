@@ -62,11 +62,10 @@ def _changed_kinds(store: Any, snap: Any) -> list[tuple[str, str]]:
     if snap.parent is None:
         return [("A", path) for path in snap.changed]
     try:
-        diff = store.diff(snap.parent, snap.commit, max_patch_bytes=0)
+        kinds = store.changes(snap.parent, snap.commit)
     except StoreError as exc:  # the capture stands; only the listing lacks the kinds
         print(f"treesearch: note: cannot tell the kinds of change: {exc}", file=sys.stderr)
         return [("~", path) for path in snap.changed]
-    kinds = {f.path: f.status for f in diff.files}
     return [(kinds.get(path, "M"), path) for path in snap.changed]
 
 

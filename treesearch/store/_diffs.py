@@ -121,17 +121,29 @@ class Diffs:
             paths.update(set(empty_dirs) ^ set(last.empty_dirs))
         return sorted(paths)
 
+    def statuses(self, ta: TreeHash, tb: TreeHash) -> dict[str, str]:
+        """The status letter (``A``, ``M``, ``D``, ``T``) of each path that differs from ``ta``
+        to ``tb``, without line counts: from the cached diff or the raw records kept (a capture
+        keeps its own), else one ``diff-tree`` that reads no file content."""
+        if ta == tb:
+            return {}
+        known = self.cache.get((ta, tb))
+        if known is not None:
+            return {f.path: f.status for f in known.files}
+        raw = self.known_raw(ta, tb)
+        if raw is None:
+            fields = self.run(["diff-tree", "-r", "-z", "--no-renames", ta, tb]).split(b"\0")
+            self.remember_raw(ta, tb, fields)
+            raw = _raw_records(fields)
+        return {
+            os.fsdecode(path): head.rsplit(b" ", 1)[1].decode()
+            for head, path in zip(raw[::2], raw[1::2], strict=True)
+        }
+
     def remember_raw(self, ta: str, tb: str, fields: Sequence[bytes]) -> None:
         """Keep the raw records of ``ta`` -> ``tb`` from ``diff-tree -r -z --no-renames`` output
         split at NUL (with or without ``--raw --numstat``: the numstat lines are left out)."""
-        raw: list[bytes] = []
-        i = 0
-        while i + 1 < len(fields):
-            if fields[i].startswith(b":"):
-                raw += (fields[i], fields[i + 1])
-                i += 2
-            else:
-                i += 1
+        raw = _raw_records(fields)
         if len(raw) > _RAW_FIELDS:
             return  # a big change: kept in no cache (a restore runs diff-tree for it)
         self.raw[(ta, tb)] = raw
@@ -193,6 +205,20 @@ class Diffs:
         if code != 0 and not truncated:
             raise GitFailed(["diff-tree", "-p"], code, err)
         return data.decode("utf-8", "surrogateescape"), truncated
+
+
+def _raw_records(fields: Sequence[bytes]) -> list[bytes]:
+    """The raw records (head, path, head, path, ...) of ``diff-tree -r -z`` output split at NUL,
+    numstat lines left out."""
+    raw: list[bytes] = []
+    i = 0
+    while i + 1 < len(fields):
+        if fields[i].startswith(b":"):
+            raw += (fields[i], fields[i + 1])
+            i += 2
+        else:
+            i += 1
+    return raw
 
 
 def parse_diff(ta: TreeHash, tb: TreeHash, fields: list[bytes], max_patch_bytes: int) -> Diff:

@@ -561,6 +561,13 @@ class ShadowStore:
             tb = self._scanner.scan().tree if b is None else self._catalogue.tree_of(b)
             return self._diffs.between(ta, tb, max_patch_bytes)
 
+    def changes(self, a: str, b: str) -> dict[str, str]:
+        """The status letter (``A``, ``M``, ``D``, ``T``) of each path that differs between
+        snapshots ``a`` and ``b``: ``diff`` without line counts, so no file content is read."""
+        with self.lock(), errors(DiffError, "diff failed", reading=True):
+            tree_of = self._catalogue.tree_of
+            return self._diffs.statuses(tree_of(a), tree_of(b))
+
     def diffs(self, pairs: Sequence[tuple[str, str]]) -> list[Diff]:
         """File-level changes (no patch text) for several pairs of snapshots, with one git
         process: what a search needs per node (parent -> child, root -> child)."""

@@ -89,12 +89,17 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
 
 
 def _search_status(out: Any) -> int:
-    """The exit status of a finished search: 130 interrupted, 3 when every expansion failed
-    with an agent error or the search stopped on repeated ones (said on stderr), else 0."""
-    from treesearch.search.render import agent_failure
+    """The exit status of a finished search: 130 interrupted, 4 when the root's test run could
+    not be scored (nothing was searched), 3 when every expansion failed with an agent error or
+    the search stopped on repeated ones (4 and 3 are said on stderr), else 0."""
+    from treesearch.search.render import agent_failure, root_failure
 
     if out.interrupted:
         return 130
+    unscorable = root_failure(out.summary, out.stop_reason)
+    if unscorable is not None:
+        print(f"treesearch: {unscorable}", file=sys.stderr)
+        return 4
     failure = agent_failure(out.summary, out.stop_reason)
     if failure is None:
         return 0

@@ -74,6 +74,11 @@ class SearchOutcome:
     interrupted: bool = False
     timings: list[Any] = field(default_factory=list)
     """Per expansion of this process: where the time went (``search.controller.Timing``)."""
+    stop_detail: str | None = None
+    """One line on why the search stopped when ``stop_reason`` alone does not say it (also
+    ``summary["stop_detail"]``): the repeated agent error of ``max_consecutive_errors``, the
+    root's unusable test run of ``root_invalid`` (then the search spent nothing on
+    expansions: there is no search result, only the root)."""
 
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -330,7 +335,10 @@ def _search_scored(
             )
             stop = controller.stop_reason()
             if stop is not None and on_note is not None:
-                on_note(f"nothing to do: {explain_stop(stop, controller.budget, controller.usage)}")
+                why = explain_stop(
+                    stop, controller.budget, controller.usage, controller.root_problem()
+                )
+                on_note(f"nothing to do: {why}")
         else:
             controller.start()
     except BaseException:
@@ -355,9 +363,8 @@ def _search_scored(
             scorer.warm.servers_started += pool.warm_servers
         run.close()
     if events and stop is None and on_note is not None and result.usage.expansions == done:
-        on_note(
-            f"nothing to do: {explain_stop(result.stop_reason, controller.budget, result.usage)}"
-        )
+        why = explain_stop(result.stop_reason, controller.budget, result.usage, result.stop_detail)
+        on_note(f"nothing to do: {why}")
     return _finish(loaded, run, store, scorer, result, time.perf_counter() - t0, isolation)
 
 
@@ -521,6 +528,7 @@ def _finish(
         summary,
         result.interrupted,
         result.timings,
+        result.stop_detail,
     )
 
 

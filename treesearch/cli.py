@@ -4,8 +4,8 @@ The CLI is this module (``main``, the parser, the helpers the groups share, ``cl
 module per command group: ``treesearch._cli_snap``, ``_cli_score`` and ``_cli_search``; all of
 them count as "the CLI" for that rule. Each group has an ``add_<group>`` function that registers
 its sub-parsers and handlers; handlers return an exit status (0 ok, 1 failed operation, 2 usage
-error, 3 a search whose agent runs all failed or that stopped on repeated agent errors, 130
-interrupted) and raise ``TreesearchError`` for failures, which ``main`` turns into a one-line
+error, 3 a search whose agent runs all failed or that stopped on repeated agent errors, 4 a
+search whose root's test run could not be scored, 130 interrupted) and raise ``TreesearchError`` for failures, which ``main`` turns into a one-line
 message.
 """
 
@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         _cli_score.add_localize,
         _cli_search.add_search,
         _cli_eval.add_eval,
+        _cli_eval.add_grade,
         _cli_compare.add_compare,
         _cli_report.add_report,
         _add_clean,

@@ -67,10 +67,16 @@ def remaining(budget: Budget, used: Usage) -> dict[str, float | None]:
     }
 
 
-def explain_stop(reason: str, budget: Budget, used: Usage) -> str:
+def explain_stop(reason: str, budget: Budget, used: Usage, detail: str | None = None) -> str:
     """Why a search stopped (or has nothing left to do), and the setting that would let it go
-    on: one line for the terminal."""
+    on: one line for the terminal. ``detail``: the search's own line on it (``stop_detail``),
+    said for reasons that no setting explains (``root_invalid``)."""
     key = f"search.budget.{reason}"
+    if reason == "root_invalid":
+        return detail or (
+            "the root's test run could not be scored (see its test log); nothing can be "
+            "scored: fix scoring.search_tests and start a new run"
+        )
     if reason == "perfect_score":
         return (
             "the best node already has a perfect score and search.stop_on_perfect is on: "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -24,7 +25,7 @@ import networkx as nx
 from treesearch.agents import Agent, AgentContext, AgentResult, AgentStatus, run_agent
 from treesearch.errors import SearchError
 from treesearch.scoring import order as scoring_order
-from treesearch.scoring.results import ScoreResult
+from treesearch.scoring.results import RunStatus, ScoreResult
 from treesearch.search import graph as G
 from treesearch.search.batch import dispatched
 from treesearch.search.budget import Budget, Usage, exhausted, remaining
@@ -211,19 +212,43 @@ class Controller:
         return result
 
     def stop_reason(self) -> str | None:
+        """Why the search must stop now (``None``: it goes on). A root that cannot be scored
+        comes first (``root_invalid``: no expansion could be told from another); then a perfect
+        best node when ``stop_on_perfect`` is on, whatever budget ran out at the same moment (the
+        search found what it looked for); then the budgets; then repeated agent errors."""
         g = self._g()
         self.time_left()  # brings usage.wall_seconds up to date
+        if self.root_problem() is not None:
+            return "root_invalid"
+        if self.stop_on_perfect:
+            best = G.best_node(g)
+            if (g.nodes[best].get("score") or 0.0) >= 1.0:
+                return "perfect_score"
         reason = exhausted(self.budget, self.usage)
         if reason:
             return reason
         n = self.max_consecutive_errors
         if n is not None and len(self.error_streak) >= n:
             return "max_consecutive_errors"
-        if self.stop_on_perfect:
-            best = G.best_node(g)
-            if (g.nodes[best].get("score") or 0.0) >= 1.0:
-                return "perfect_score"
         return None
+
+    def root_problem(self) -> str | None:
+        """Why nothing can be scored from the root (one line; ``stop_detail`` of
+        ``root_invalid``), or ``None``: its test run was usable (tests may all fail). Read from
+        the root's test summary in the graph, so a resumed search says the same."""
+        g = self._g()
+        why = unscorable(g.nodes[G.root_of(g)].get("tests"))
+        if why is None:
+            return None
+        spec = self.scorer.search_spec
+        command = ""
+        if spec is not None:
+            cmd = spec.command
+            command = f" (`{cmd if isinstance(cmd, str) else shlex.join(cmd)}`)"
+        return (
+            f"the root's test run is {why}; nothing can be scored: fix scoring.search_tests"
+            f"{command} and start a new run"
+        )
 
     def run(self) -> SearchResult:
         """Expand until a budget or the search space runs out (or a perfect score is found).
@@ -271,6 +296,8 @@ class Controller:
         best = G.best_node(g)
         self.store.restore(best)
         detail = None
+        if reason == "root_invalid":
+            detail = self.root_problem()
         if reason == "max_consecutive_errors":
             detail = (
                 f"the agent failed {len(self.error_streak)} times in a row with the same error: "
@@ -663,12 +690,32 @@ def error_key(reason: str) -> str:
     return _NUMBER.sub("#", reason)
 
 
+UNSCORABLE = ("invalid", "error")
+"""Statuses of a root's test run that leave nothing to search by (``Controller.root_problem``):
+``invalid`` (the command was not found, a pytest usage error, no tests collected, an unreadable
+report, a session cut short) and ``error`` (a module failed to collect). A run that could not
+start at all (``crashed``, marked ``started: false`` in its summary) is one too. A timeout or a
+crash of a run that started may be the bug itself: such a root is searched."""
+
+
+def unscorable(tests: Mapping[str, Any] | None) -> str | None:
+    """``STATUS: problem`` when a test summary (``_summary``) says that nothing in it could be
+    scored, else ``None``."""
+    if not tests:
+        return None
+    status = str(tests.get("status") or "")
+    if status not in UNSCORABLE and tests.get("started") is not False:
+        return None
+    problem = str(tests.get("problem") or "no usable result")
+    return f"{status.upper()}: {problem}"
+
+
 def _summary(result: ScoreResult) -> dict[str, Any]:
     """What the graph keeps of a test run: deterministic (no durations), small."""
     run = result.run
     totals = {k: v for k, v in sorted(dict(run.totals).items()) if v}
     counts = ", ".join(f"{v} {k}" for k, v in totals.items() if k != "total") or "no tests"
-    out = {
+    out: dict[str, Any] = {
         "status": run.status.value,
         "totals": totals,
         "failing": [t.id for t in run.failing][:50],
@@ -677,6 +724,8 @@ def _summary(result: ScoreResult) -> dict[str, Any]:
     if run.status.value != "ok" and run.problem:  # a broken test run says why, wherever shown
         out["problem"] = run.problem[:500]
         out["summary"] = f"{counts} ({run.status.value}: {run.problem[:200]})"
+    if run.exit_code is None and run.status is RunStatus.CRASHED:
+        out["started"] = False  # the command could not start (a program not found)
     marks = scoring_order.summary_marks(result)  # a failing-first screen: what is known
     if marks:
         out.update(marks)

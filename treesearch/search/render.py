@@ -150,6 +150,14 @@ def agent_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def root_failure(summary: dict[str, Any], stop_reason: str) -> str | None:
+    """Why a finished search searched nothing because its root could not be scored (the CLI
+    exits 4), or ``None``."""
+    if stop_reason != "root_invalid":
+        return None
+    return str(summary.get("stop_detail") or "the root's test run could not be scored")
+
+
 def agent_failure(summary: dict[str, Any], stop_reason: str) -> str | None:
     """Why a finished search is not a search result (the CLI exits 3), or ``None``: every
     expansion failed with an agent error, or the search stopped on repeated agent errors."""

@@ -106,6 +106,7 @@ def rows_without_timing(path: Path) -> list[dict[str, Any]]:
     for line in path.read_text().splitlines():
         row = json.loads(line)
         row.pop("seconds")
+        row.pop("grade_seconds", None)
         row.pop("env_log", None)
         out.append(row)
     return out

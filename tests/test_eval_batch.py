@@ -91,7 +91,8 @@ def test_eval_held_out_test_is_absent_from_workspace_during_search(tmp_path: Pat
     (row,) = out.rows
     assert "heldout/test_more.py::test_add_two_two" in row["tests"]["FAIL_TO_PASS"]["success"]
     report = json.loads((tmp_path / "ev" / row["run_dir"] / "grade" / "report.json").read_text())
-    assert report["outcomes"]["heldout/test_more.py::test_add_two_two"] == "passed"
+    assert report["treesearch"]["outcomes"]["heldout/test_more.py::test_add_two_two"] == "passed"
+    assert report[row["instance_id"]]["resolved"] is True  # the harness's own shape
 
 
 def test_eval_oracle_shows_grading_tests_and_labels_every_output(tmp_path: Path) -> None:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import tree_digest
 from eval_fixtures import ROOT, calc_repo, eval_config, make_calc, write_jsonl
 
 from treesearch.errors import ConfigError
-from treesearch.eval import InstanceFileError, load_instances, run_eval
+from treesearch.eval import EvalError, InstanceFileError, load_instances, run_eval
 from treesearch.eval.batch import load_eval_config
 from treesearch.eval.instances import find_repo
 from treesearch.store.source import PatchError, SourceError, apply_patch, materialize_commit
@@ -253,26 +255,78 @@ def test_eval_missing_repos_folder_is_refused(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ SWE-bench's way
 
 
-def test_swebench_test_command_lists_test_files_of_test_patch() -> None:
-    from treesearch.eval.swebench_grading import test_command, test_directives
+def test_swebench_test_directives_list_the_test_files_of_test_patch() -> None:
+    from treesearch.eval.swebench_grading import test_directives as directives
 
     patch = (
         "diff --git a/tests/test_a.py b/tests/test_a.py\n--- a/tests/test_a.py\n"
         "diff --git a/tests/data.json b/tests/data.json\n--- a/tests/data.json\n"
         "diff --git a/tests/test_b.py b/tests/test_b.py\n"
     )
-    assert test_directives(patch) == ["tests/test_a.py", "tests/test_b.py"]
-    assert test_command({"test_cmd": "pytest -rA"}, patch) == (
-        "pytest -rA tests/test_a.py tests/test_b.py"
-    )
-    assert test_command({}, patch) is None
+    assert directives("x/y", patch) == ["tests/test_a.py", "tests/test_b.py"]
 
 
-def test_swebench_statuses_skipped_or_missing_are_not_a_pass() -> None:
-    from treesearch.eval.swebench_grading import grade_statuses
+# ------------------------------------------------------------------------------ predictions
 
-    statuses = {"a": "PASSED", "b": "SKIPPED", "c": "XFAIL", "d": "FAILED"}
-    assert grade_statuses(statuses, ["a", "b", "missing"], ["c", "d"]) == {
-        "FAIL_TO_PASS": {"success": ["a"], "failure": ["b", "missing"]},
-        "PASS_TO_PASS": {"success": ["c"], "failure": ["d"]},
+
+def test_predictions_load_in_each_form_the_harness_reads(tmp_path: Path) -> None:
+    from treesearch.eval import load_predictions
+
+    p = {"instance_id": "a", "model_name_or_path": "m", "model_patch": "diff"}
+    forms = {
+        "lines.jsonl": json.dumps(p) + "\n" + json.dumps({**p, "instance_id": "b"}) + "\n",
+        "list.json": json.dumps([p]),
+        "by_id.json": json.dumps({"a": p}),
+        "one.json": json.dumps(p),
+        "null.jsonl": json.dumps({**p, "model_patch": None}) + "\n",
     }
+    for name, text in forms.items():
+        (tmp_path / name).write_text(text)
+    assert sorted(load_predictions(tmp_path / "lines.jsonl")) == ["a", "b"]
+    for name in ("list.json", "by_id.json", "one.json"):
+        assert load_predictions(tmp_path / name)["a"].model_patch == "diff", name
+    assert load_predictions(tmp_path / "null.jsonl")["a"].model_patch is None
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([{"model_name_or_path": "m", "model_patch": ""}], ":1: instance_id: missing"),
+        ([{"instance_id": "a", "model_patch": ""}], ":1: model_name_or_path: missing"),
+        ([{"instance_id": "a", "model_name_or_path": "m"}], ":1: model_patch: missing"),
+        ([{"instance_id": "a", "model_name_or_path": "m", "model_patch": 3}], "got int"),
+        (
+            [{"instance_id": "a", "model_name_or_path": "m", "model_patch": ""}] * 2,
+            ":2: instance_id: duplicate 'a'",
+        ),
+    ],
+)
+def test_bad_predictions_file_names_the_line_and_field(
+    tmp_path: Path, rows: list[dict[str, Any]], message: str
+) -> None:
+    from treesearch.eval import PredictionsFileError, load_predictions
+
+    path = tmp_path / "preds.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(PredictionsFileError, match=re.escape(message)):
+        load_predictions(path)
+
+
+def test_grade_of_predictions_for_unknown_instances_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    inst = calc_repo(tmp_path)
+    preds = tmp_path / "p.jsonl"
+    preds.write_text(
+        json.dumps({"instance_id": "other-1", "model_name_or_path": "m", "model_patch": ""}) + "\n"
+    )
+    with pytest.raises(EvalError, match="other-1"):
+        run_eval(
+            None,
+            write_jsonl(tmp_path / "inst.jsonl", [inst]),
+            repos=tmp_path / "repos",
+            out=tmp_path / "g",
+            mode="predictions",
+            predictions=preds,
+        )
+    assert not (tmp_path / "g").exists()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -41,8 +42,10 @@ from treesearch.config import apply_overrides, validate
 from treesearch.errors import ConfigError, TreesearchError
 from treesearch.eval.environment import look_up
 from treesearch.eval.instances import Instance, load_instances
+from treesearch.eval.predictions import Prediction, load_predictions
 from treesearch.eval.runner import (
     DEFAULT_GRADE,
+    MODES,
     EvalSettings,
     InstanceReport,
     error_row,
@@ -50,13 +53,14 @@ from treesearch.eval.runner import (
     unpack,
 )
 from treesearch.eval.schedule import DurationsError, longest_first, read_durations, results_file
+from treesearch.eval.setup_table import load_setup_table
 from treesearch.report import try_write_batch_report
 from treesearch.scoring import TestSpec
 
 __all__ = ["EvalError", "EvalOutcome", "load_eval_config", "resume_eval", "run_eval"]
 
 EventFn = Callable[[dict[str, Any]], None]
-EVAL_KEYS = ("oracle", "grade_tests", "setup_timeout", "env_dir", "task_from_instance")
+EVAL_KEYS = ("oracle", "grade_tests", "setup_timeout", "env_dir", "task_from_instance", "setup")
 STATUSES = ("resolved", "unresolved", "error")
 
 
@@ -140,6 +144,8 @@ def load_eval_config(
         raise ConfigError(f"{source}: eval.setup_timeout: must be a positive number of seconds")
     if "env_dir" in section and not isinstance(section["env_dir"], str):
         raise ConfigError(f"{source}: eval.env_dir: must be a folder path")
+    if "setup" in section and not isinstance(section["setup"], str):
+        raise ConfigError(f"{source}: eval.setup: must be the path of a set-up table (YAML)")
     TestSpec.from_config(
         section.get("grade_tests", DEFAULT_GRADE), source, where="eval.grade_tests"
     )
@@ -165,9 +171,17 @@ def run_eval(
     resume: str | Path | None = None,
     on_event: EventFn | None = None,
     durations_from: str | Path | None = None,
+    mode: str = "search",
+    setup: str | Path | None = None,
+    predictions: str | Path | None = None,
 ) -> EvalOutcome:
     """Run one search per instance of ``instances`` with the search config ``config``.
 
+    ``mode`` (``runner.MODES``): ``gold`` grades each instance's own patch, ``empty`` the base
+    commit, ``predictions`` the patches of the ``predictions`` file (SWE-bench's format): no
+    search, and ``config`` is optional (its ``eval`` section and ``-c`` still apply).
+    ``setup``: a set-up table (``setup_table``) for instances without set-up commands of their
+    own; it overrides the config's ``eval.setup``.
     ``resume=DIR`` continues an earlier batch instead (``config`` and ``instances`` unset).
     ``workers`` defaults to the CPU count; ``executor`` is ``local`` (process pool) or ``ray``.
     ``durations_from``: an earlier eval of these instances (its directory or ``results.jsonl``):
@@ -186,13 +200,36 @@ def run_eval(
             on_event=on_event,
             durations_from=durations_from,
         )
-    if config is None or instances is None:
+    if mode not in MODES:
+        raise EvalError(f"mode {mode!r}: must be one of {', '.join(MODES)}")
+    if instances is None or (config is None and mode == "search"):
         raise EvalError("run_eval needs a config and an instances file (or resume=DIR)")
+    if (mode == "predictions") != (predictions is not None):
+        raise EvalError("a predictions file goes with mode='predictions', and only with it")
     check_executor(executor, workers)
     durations = read_durations(durations_from) if durations_from is not None else None
-    raw, section, source, base_dir = load_eval_config(config, overrides)
+    if config is not None:
+        raw, section, source, base_dir = load_eval_config(config, overrides)
+    else:
+        raw, section, source, base_dir = _grading_only_config(overrides)
+    if setup is not None:
+        section["setup"] = str(Path(setup).resolve())
+    elif section.get("setup"):
+        given = Path(section["setup"]).expanduser()
+        section["setup"] = str(given if given.is_absolute() else (base_dir / given).resolve())
+    if section.get("setup"):
+        load_setup_table(section["setup"])  # checked before anything runs
     inst_path = Path(instances)
     items = load_instances(inst_path)
+    preds: dict[str, Prediction] | None = None
+    if predictions is not None:
+        preds = load_predictions(predictions)
+        unknown = sorted(set(preds) - {i.instance_id for i in items})
+        if unknown:
+            raise EvalError(
+                f"{predictions}: {len(unknown)} prediction(s) name instances that are not in "
+                f"{instances}: {', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}"
+            )
     repos_dir = Path(repos).resolve() if repos is not None else None
     if repos_dir is not None and not repos_dir.is_dir():
         raise EvalError(f"--repos {repos}: not a folder")
@@ -209,7 +246,8 @@ def run_eval(
     resolved = {
         "treesearch": __version__,
         "config": full,
-        "source": str(Path(config).resolve()),
+        "source": str(Path(config).resolve()) if config is not None else source,
+        "mode": mode,
         "base_dir": str(base_dir),
         "instances": str(inst_path.resolve()),
         "instances_sha256": hashlib.sha256(inst_path.read_bytes()).hexdigest(),
@@ -222,6 +260,11 @@ def run_eval(
     }
     with _locked(target):
         _write_jsonl(target / "instances.jsonl", [i.to_json() for i in items])
+        if preds is not None:
+            _write_jsonl(
+                target / "predictions-graded.jsonl",
+                [dataclasses.asdict(p) for p in preds.values()],
+            )
         settings = _settings(resolved, target)
         resolved["steer"] = steer_of(settings)
         _atomic_write(target / "eval.yaml", yaml.safe_dump(resolved, sort_keys=False))
@@ -330,7 +373,55 @@ def _settings(resolved: Mapping[str, Any], target: Path) -> EvalSettings:
         repos=resolved.get("repos"),
         task_from_instance=bool(section.get("task_from_instance", True)),
         grade_tests_explicit="grade_tests" in section,
+        mode=str(resolved.get("mode") or "search"),
+        predictions=_graded_predictions(target) if resolved.get("mode") == "predictions" else None,
     )
+
+
+def _graded_predictions(target: Path) -> dict[str, str | None]:
+    """The patches of a ``grade`` batch, from the copy of the predictions file it keeps."""
+    out: dict[str, str | None] = {}
+    path = target / "predictions-graded.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out[row["instance_id"]] = row["model_patch"]
+    return out
+
+
+def _model_names(target: Path) -> dict[str, str]:
+    path = target / "predictions-graded.jsonl"
+    if not path.is_file():
+        return {}
+    out: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out[row["instance_id"]] = row["model_name_or_path"]
+    return out
+
+
+def _grading_only_config(
+    overrides: Sequence[str],
+) -> tuple[dict[str, Any], dict[str, Any], str, Path]:
+    """The config of a grading-only batch given no config file: an ``eval`` section from
+    ``-c eval.KEY=VALUE`` overrides alone."""
+    raw = apply_overrides({}, overrides)
+    section = raw.pop("eval", None) or {}
+    other = sorted(raw)
+    if other:
+        raise ConfigError(
+            f"-c {other[0]}...: without a config file only eval.* keys can be set "
+            f"({', '.join(EVAL_KEYS)})"
+        )
+    if not isinstance(section, dict):
+        raise ConfigError("-c eval: must set keys of the eval section")
+    for key in section:
+        if key not in EVAL_KEYS:
+            raise ConfigError(f"-c eval.{key}: unknown key (allowed: {', '.join(EVAL_KEYS)})")
+    if "grade_tests" in section:
+        TestSpec.from_config(section["grade_tests"], "-c", where="eval.grade_tests")
+    return {}, section, "<no config>", Path.cwd().resolve()
 
 
 def _locked(target: Path) -> contextlib.AbstractContextManager[None]:
@@ -382,9 +473,14 @@ def _batch(
 
     emit = on_event or (lambda e: None)
     todo = [i for i in items if i.instance_id not in done]
+    if settings.mode == "predictions":
+        # As the harness: an instance without a prediction is not run (``incomplete_ids``).
+        todo = [i for i in todo if i.instance_id in (settings.predictions or {})]
     if durations is not None:
         todo = longest_first(todo, durations)
-    known = look_up(todo)  # once here, not in every worker
+    setup_path = (resolved["config"].get("eval") or {}).get("setup")
+    table = load_setup_table(setup_path) if setup_path else None
+    known = look_up(todo, table)  # once here, not in every worker
     n_workers = workers or os.cpu_count() or 1
     skipped = [i.instance_id for i in items if i.instance_id in done]
     model = str((settings.config.get("output") or {}).get("model_name", "treesearch"))
@@ -401,6 +497,7 @@ def _batch(
             "executor": executor,
             "workers": n_workers,
             "steer": steer_of(settings),
+            "mode": settings.mode,
             "order": "input" if durations is None else "longest_first",
             "time": time.time(),
         }
@@ -465,8 +562,15 @@ def _batch(
         journal.close()
     rows = [done[i.instance_id] for i in items if i.instance_id in done]
     _write_jsonl(target / "results.jsonl", rows)
-    _write_jsonl(target / "predictions.jsonl", [_prediction(target, r, model) for r in rows])
-    interrupted = interrupted or len(rows) < len(items)
+    names = _model_names(target)
+    predictions = [_prediction(target, r, names.get(r["instance_id"], model)) for r in rows]
+    _write_jsonl(target / "predictions.jsonl", predictions)
+    run_report = swebench_run_report(items, rows, settings)
+    _atomic_write(target / "report.json", json.dumps(run_report, indent=4) + "\n")
+    expected = len(items)
+    if settings.mode == "predictions":
+        expected = sum(1 for i in items if i.instance_id in (settings.predictions or {}))
+    interrupted = interrupted or len(rows) < expected
     prior = 0.0
     with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
         prior = float(json.loads((target / "summary.json").read_text()).get("wall_seconds", 0.0))
@@ -486,11 +590,59 @@ def _worker_error_row(iid: str, settings: EvalSettings, exc: BaseException) -> d
     return error_row(iid, settings, f"the worker running it failed: {type(exc).__name__}: {exc}")
 
 
+def swebench_run_report(
+    items: Sequence[Instance], rows: Sequence[Mapping[str, Any]], settings: EvalSettings
+) -> dict[str, Any]:
+    """The official harness's run report (``make_run_report``'s fields, schema 2) of a batch:
+    an instance not run is ``incomplete``, an empty prediction ``empty_patch`` (graded by
+    ``--empty`` all the same, to check the set, but listed as the harness lists it), an
+    ``error`` row an error, the others completed and resolved or not."""
+    by_id = {r["instance_id"]: r for r in rows}
+    submitted = (
+        sorted(settings.predictions or {}) if settings.mode == "predictions" else sorted(by_id)
+    )
+    ids: dict[str, set[str]] = {
+        k: set()
+        for k in ("completed", "incomplete", "empty_patch", "resolved", "unresolved", "error")
+    }
+    for inst in items:
+        iid = inst.instance_id
+        row = by_id.get(iid)
+        if row is None or iid not in submitted:
+            ids["incomplete"].add(iid)
+        elif row.get("empty_patch"):
+            ids["empty_patch"].add(iid)
+        elif row["status"] == "error":
+            ids["error"].add(iid)
+        else:
+            ids["completed"].add(iid)
+            ids["resolved" if row["status"] == "resolved" else "unresolved"].add(iid)
+    return {
+        "total_instances": len(items),
+        "submitted_instances": len(submitted),
+        "completed_instances": len(ids["completed"]),
+        "resolved_instances": len(ids["resolved"]),
+        "unresolved_instances": len(ids["unresolved"]),
+        "empty_patch_instances": len(ids["empty_patch"]),
+        "error_instances": len(ids["error"]),
+        "completed_ids": sorted(ids["completed"]),
+        "incomplete_ids": sorted(ids["incomplete"]),
+        "empty_patch_ids": sorted(ids["empty_patch"]),
+        "submitted_ids": submitted,
+        "resolved_ids": sorted(ids["resolved"]),
+        "unresolved_ids": sorted(ids["unresolved"]),
+        "error_ids": sorted(ids["error"]),
+        "schema_version": 2,
+    }
+
+
 def _prediction(target: Path, row: Mapping[str, Any], model: str) -> dict[str, Any]:
     patch = ""
     if row.get("run_dir"):
-        with contextlib.suppress(OSError):
-            patch = (target / row["run_dir"] / "best.patch").read_text(encoding="utf-8")
+        for name in ("best.patch", "patch.diff"):
+            with contextlib.suppress(OSError):
+                patch = (target / row["run_dir"] / name).read_text(encoding="utf-8")
+                break
     return {
         "instance_id": row["instance_id"],
         "model_name_or_path": model,
@@ -516,6 +668,12 @@ def summarize(
         "not_run": total - len(rows),
         **counts,
         "resolved_rate": round(counts["resolved"] / total, 4) if total else 0.0,
+        "mode": settings.mode,
+        "no_signal": sum(1 for r in rows if r.get("no_signal")),
+        "no_signal_ids": [r["instance_id"] for r in rows if r.get("no_signal")],
+        "empty_patch": sum(1 for r in rows if r.get("empty_patch")),
+        "strict_resolved": sum(1 for r in rows if (r.get("strict") or {}).get("resolved")),
+        "grade_seconds": round(sum(float(r.get("grade_seconds") or 0.0) for r in rows), 3),
         "steer": steer_of(settings),
         "oracle": settings.oracle,
         "test_runs": sum(int(r.get("test_runs") or 0) for r in rows),

@@ -5,7 +5,9 @@ An instance carries ``instance_id``, ``repo`` + ``base_commit`` (or, in the loca
 held-out tests), ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` (lists, or the JSON-encoded strings the
 published files use), ``problem_statement``, ``version``, ``environment_setup_commit`` and
 ``hints_text``. Local extensions: ``pre_install`` and ``install`` (set-up commands, a string or a
-list). Other fields are kept in ``extra`` and ignored.
+list) and ``search_tests`` (this instance's search-test command, in place of the config's
+``scoring.search_tests.command``: a way to give a search a signal). Other fields are kept in
+``extra`` and ignored.
 
 Every problem is one line ``FILE:LINE: field: problem``.
 """
@@ -21,7 +23,14 @@ from typing import Any
 
 from treesearch.errors import ConfigError
 
-__all__ = ["Instance", "InstanceFileError", "find_repo", "load_instances", "parse_instance"]
+__all__ = [
+    "Instance",
+    "InstanceFileError",
+    "find_repo",
+    "json_rows",
+    "load_instances",
+    "parse_instance",
+]
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _KNOWN = (
@@ -39,6 +48,7 @@ _KNOWN = (
     "hints_text",
     "pre_install",
     "install",
+    "search_tests",
 )
 
 
@@ -65,6 +75,8 @@ class Instance:
     hints_text: str = ""
     pre_install: tuple[str, ...] = ()
     install: tuple[str, ...] = ()
+    search_tests: str | None = None
+    """Local extension: the command that steers this instance's search (visible tests only)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     where: str = ""
     """``FILE:LINE`` the instance came from."""
@@ -95,6 +107,8 @@ class Instance:
             out["pre_install"] = list(self.pre_install)
         if self.install:
             out["install"] = list(self.install)
+        if self.search_tests:
+            out["search_tests"] = self.search_tests
         return out
 
 
@@ -111,7 +125,7 @@ def load_instances(path: str | Path) -> list[Instance]:
         raise InstanceFileError(f"{p}:1: (file): cannot read: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise InstanceFileError(f"{p}:1: (file): not UTF-8 text") from None
-    rows = _rows(p, text)
+    rows = json_rows(p, text)
     if not rows:
         raise InstanceFileError(f"{p}:1: (file): no instances in the file")
     base = p.resolve().parent
@@ -129,10 +143,14 @@ def load_instances(path: str | Path) -> list[Instance]:
     return out
 
 
-def _rows(p: Path, text: str) -> list[tuple[int, Any]]:
+def json_rows(
+    p: Path, text: str, error: type[ConfigError] = InstanceFileError
+) -> list[tuple[int, Any]]:
+    """(line, value) of each row of a JSON array or a JSONL text (SWE-bench's two forms);
+    ``error``: the class of the ``FILE:LINE: ...`` error raised for bad JSON."""
     stripped = text.lstrip()
     if stripped.startswith("["):
-        return _json_array(p, text)
+        return _json_array(p, text, error)
     rows: list[tuple[int, Any]] = []
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -140,14 +158,14 @@ def _rows(p: Path, text: str) -> list[tuple[int, Any]]:
         try:
             rows.append((i, json.loads(line)))
         except ValueError as exc:
-            raise InstanceFileError(
+            raise error(
                 f"{p}:{i}: (line): not a JSON object ({_json_msg(exc)}); "
                 "give one JSON object per line (JSONL) or a JSON array"
             ) from None
     return rows
 
 
-def _json_array(p: Path, text: str) -> list[tuple[int, Any]]:
+def _json_array(p: Path, text: str, error: type[ConfigError]) -> list[tuple[int, Any]]:
     decoder = json.JSONDecoder()
     idx = text.index("[") + 1
     rows: list[tuple[int, Any]] = []
@@ -167,9 +185,7 @@ def _json_array(p: Path, text: str) -> list[tuple[int, Any]]:
             obj, end = decoder.raw_decode(text, idx)
         except ValueError as exc:
             err_line = getattr(exc, "lineno", line)
-            raise InstanceFileError(
-                f"{p}:{err_line}: (file): not valid JSON ({_json_msg(exc)})"
-            ) from None
+            raise error(f"{p}:{err_line}: (file): not valid JSON ({_json_msg(exc)})") from None
         rows.append((line, obj))
         idx = skip(end)
         if idx < len(text) and text[idx] == ",":
@@ -177,11 +193,11 @@ def _json_array(p: Path, text: str) -> list[tuple[int, Any]]:
             continue
         if idx < len(text) and text[idx] == "]":
             if text[idx + 1 :].strip():
-                raise InstanceFileError(
+                raise error(
                     f"{p}:{text.count(chr(10), 0, idx) + 1}: (file): text after the closing ]"
                 )
             return rows
-        raise InstanceFileError(
+        raise error(
             f"{p}:{text.count(chr(10), 0, idx) + 1}: (file): not valid JSON "
             "(expected , or ] between instances)"
         )
@@ -251,6 +267,7 @@ def parse_instance(row: Any, where: str, base: Path) -> Instance:
         hints_text=text("hints_text"),
         pre_install=_commands(row, "pre_install", bad),
         install=_commands(row, "install", bad),
+        search_tests=text("search_tests").strip() or None,
         extra={k: v for k, v in row.items() if k not in _KNOWN},
         where=where,
     )

@@ -1,10 +1,17 @@
 """One instance end to end, in whatever process runs it (pool worker, Ray task or the driver).
 
-Workspace (the base commit materialised from the read-only repository, or a copy of the local
-``workspace``), environment, search (``app.run_from_config``, run directory in a scratch folder),
-then grading: the best tree materialised into a fresh grading copy, ``test_patch`` applied there
-(never in the searched workspace), the grade command run and judged by SWE-bench's rule (every
-FAIL_TO_PASS and every PASS_TO_PASS test passes; skipped, missing or errored is not a pass).
+Search mode: workspace (the base commit materialised from the read-only repository, or a copy
+of the local ``workspace``), environment (checked to make the tests import the tree searched),
+search (``app.run_from_config``, run directory in a scratch folder), then grading
+(``eval.grade``): the best tree materialised into a fresh grading copy, ``test_patch`` applied
+there (never in the searched workspace), the tests ``test_patch`` touches run and judged by
+SWE-bench's own rule, with our stricter reading beside it. A root that cannot be scored is an
+``error`` row; a root that already passes every search test is flagged ``no_signal``.
+
+Grade-only modes (``gold``, ``empty``, ``predictions``): no search; the instance's gold patch,
+no patch, or a given prediction is applied to the base commit (``git apply``; one that does not
+apply is an ``error`` row with git's message) and graded the same way.
+
 The result is a row and the run directory packed as bytes, so that it can travel back from
 another machine; the scratch folder is removed.
 """
@@ -12,15 +19,14 @@ another machine; the scratch folder is removed.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import io
-import json
 import os
 import resource
 import shutil
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,21 +34,39 @@ from typing import Any
 from treesearch.errors import TreesearchError
 from treesearch.eval.environment import (
     EnvResult,
+    EnvSpec,
     Known,
+    check_tree_imports,
     env_spec_for,
     prepare_env,
     remove_tree,
-    swebench_parser,
-    swebench_specs,
+)
+from treesearch.eval.grade import (
+    DEFAULT_GRADE_COMMAND,
+    DEFAULT_GRADE_TIMEOUT,
+    GradePlan,
+    grade_plan,
+    grade_tree,
+    patch_paths,
+    reset_test_files,
 )
 from treesearch.eval.instances import Instance, find_repo
-from treesearch.eval.swebench_grading import grade_statuses, test_command
-from treesearch.scoring import Grade, RunStatus, SweBench, TestSpec, run_tests
-from treesearch.store.source import apply_patch, materialize_commit
+from treesearch.store.source import PatchError, apply_patch, materialize_commit
 
-__all__ = ["EvalSettings", "InstanceInterrupted", "InstanceReport", "run_instance"]
+__all__ = [
+    "MODES",
+    "EvalSettings",
+    "InstanceInterrupted",
+    "InstanceReport",
+    "agreeing_score",
+    "run_instance",
+]
 
-DEFAULT_GRADE = {"command": "python -m pytest -q", "timeout": 600}
+DEFAULT_GRADE = {"command": DEFAULT_GRADE_COMMAND, "timeout": DEFAULT_GRADE_TIMEOUT}
+MODES = ("search", "gold", "empty", "predictions")
+"""``search``: one search per instance, its best node graded; ``gold``: the instance's own
+``patch`` graded (no search); ``empty``: the base commit graded; ``predictions``: the patch of
+``EvalSettings.predictions`` graded (``treesearch grade``)."""
 
 
 class InstanceInterrupted(Exception):
@@ -65,6 +89,10 @@ class EvalSettings:
     task_from_instance: bool = True
     grade_tests_explicit: bool = False
     """The config names ``eval.grade_tests`` (then SWE-bench's own test command is not used)."""
+    mode: str = "search"
+    """One of ``MODES``."""
+    predictions: Mapping[str, str | None] | None = None
+    """``predictions`` mode: instance id -> ``model_patch`` (``None``: the prediction has none)."""
 
 
 @dataclass
@@ -128,6 +156,11 @@ def error_row(instance_id: str, settings: EvalSettings, reason: str) -> dict[str
         "best_score": None,
         "stop_reason": None,
         "env_log": None,
+        "mode": settings.mode,
+        "no_signal": False,
+        "resolution": None,
+        "strict": None,
+        "grade_seconds": None,
     }
 
 
@@ -136,7 +169,9 @@ def run_instance(
 ) -> InstanceReport:
     """Run one instance; never raises for the instance's own problems (they become an ``error``
     row); raises ``InstanceInterrupted`` on Ctrl-C. ``known``: what the driver looked up for it
-    (``environment.look_up``); without it, this process looks it up."""
+    (``environment.look_up``); without it, this process looks it up. With ``settings.mode``
+    other than ``search`` no search runs: the instance's gold patch, no patch, or the given
+    prediction is graded."""
     t0 = time.monotonic()
     timing: dict[str, Any] = {"pid": os.getpid(), "start": time.time()}
     cpu0 = _cpu_seconds()
@@ -145,7 +180,10 @@ def run_instance(
     row = error_row(inst.instance_id, settings, "")
     archive: bytes | None = None
     try:
-        archive = _run(inst, settings, scratch, row, lap, known)
+        if settings.mode == "search":
+            archive = _run(inst, settings, scratch, row, lap, known)
+        else:
+            archive = _grade_only(inst, settings, scratch, row, lap, known)
     except KeyboardInterrupt:
         raise InstanceInterrupted(inst.instance_id) from None
     except InstanceInterrupted:
@@ -164,6 +202,57 @@ def run_instance(
     return InstanceReport(row, archive, timing)
 
 
+def _base_tree(inst: Instance, s: EvalSettings, dest: Path, row: dict[str, Any]) -> Path | None:
+    """Write the instance's base state into ``dest``; returns the source repository (``None``
+    for the local form). Sets ``row["reason"]`` and raises ``_NoBase`` when it cannot."""
+    if inst.workspace is not None:
+        src = Path(inst.workspace)
+        if not src.is_dir():
+            row["reason"] = f"workspace {src} is not a folder ({inst.where})"
+            raise _NoBase
+        shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        return None
+    assert inst.repo is not None and inst.base_commit is not None
+    repo_path, why = find_repo(Path(s.repos) if s.repos else None, inst.repo)
+    if repo_path is None:
+        row["reason"] = why
+        raise _NoBase
+    try:
+        materialize_commit(repo_path, inst.base_commit, dest)
+    except TreesearchError as exc:
+        row["reason"] = f"base_commit {inst.base_commit}: {exc}"
+        raise _NoBase from None
+    return repo_path
+
+
+def _base_once(inst: Instance, s: EvalSettings, scratch: Path) -> Callable[[], Path]:
+    """A function giving a folder with the instance's base state, written at its first call."""
+
+    def base_tree() -> Path:
+        base = scratch / "base" / "tree"
+        if not base.exists():
+            _base_tree(inst, s, base, {})
+        return base
+
+    return base_tree
+
+
+class _NoBase(Exception):
+    """The base state could not be written (the row says why)."""
+
+
+def _test_env(env: EnvResult, spec: EnvSpec) -> dict[str, str]:
+    """Variables of every test run of the instance: the environment's, then its table's."""
+    return {**dict(env.env), **dict(spec.test_env)}
+
+
+def _checker(env_vars: dict[str, str]) -> Any:
+    def check(tree: Path) -> Any:
+        return check_tree_imports(tree, env_vars)
+
+    return check
+
+
 def _run(
     inst: Instance,
     s: EvalSettings,
@@ -176,38 +265,32 @@ def _run(
     workspace = scratch / "work" / name
 
     # 1. The workspace.
-    repo_path: Path | None = None
-    if inst.workspace is not None:
-        src = Path(inst.workspace)
-        if not src.is_dir():
-            row["reason"] = f"workspace {src} is not a folder ({inst.where})"
-            return None
-        shutil.copytree(src, workspace, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-    else:
-        assert inst.repo is not None and inst.base_commit is not None
-        repo_path, why = find_repo(Path(s.repos) if s.repos else None, inst.repo)
-        if repo_path is None:
-            row["reason"] = why
-            return None
-        try:
-            materialize_commit(repo_path, inst.base_commit, workspace)
-        except TreesearchError as exc:
-            row["reason"] = f"base_commit {inst.base_commit}: {exc}"
-            return None
+    try:
+        repo_path = _base_tree(inst, s, workspace, row)
+    except _NoBase:
+        return None
     if s.oracle:
         apply_patch(workspace, inst.test_patch)  # oracle: the grading tests steer the search
     lap("workspace")
 
-    # 2. The environment.
-    env = _environment(inst, s, repo_path, workspace, known)
+    # 2. The environment, and a check that the search's tests import the tree searched.
+    spec = env_spec_for(inst, known)
+    env = _environment(inst, s, spec, repo_path, workspace)
     lap("env")
     row["env_log"] = str(env.log) if env.log else None
     if env.error is not None:
         row["reason"] = env.error
         return None
+    test_env = _test_env(env, spec)
+    check = check_tree_imports(workspace, test_env)
+    if not check.ok:
+        row["import_check"] = {"ok": False, "outside": dict(check.outside)}
+        row["reason"] = f"search: {check.reason()}"
+        return None
 
     # 3. The search.
     from treesearch.app import run_from_config
+    from treesearch.search.graph import root_of
     from treesearch.store import ShadowStore
 
     raw = copy.deepcopy(s.config)
@@ -219,10 +302,14 @@ def _run(
     out_cfg["instance_id"] = inst.instance_id
     if s.task_from_instance and inst.problem_statement.strip():
         raw["task"] = inst.problem_statement
-    if env.env:
-        scoring = raw.setdefault("scoring", {})
-        tests = scoring.setdefault("search_tests", {})
-        tests["env"] = {**dict(env.env), **(tests.get("env") or {})}
+    scoring = raw.setdefault("scoring", {})
+    tests = scoring.setdefault("search_tests", {})
+    if inst.search_tests:
+        tests["command"] = inst.search_tests
+        row["steer"] = {**row["steer"], "search_tests": inst.search_tests}
+    if test_env:
+        tests["env"] = {**test_env, **(tests.get("env") or {})}
+    scoring["score"] = agreeing_score(scoring.get("score", "pass_fraction"))
     runs = scratch / "runs"
     outcome = run_from_config(raw, base_dir=Path(s.base_dir), runs_dir=runs, source=s.source)
     lap("search")
@@ -234,6 +321,13 @@ def _run(
     row["test_runs"] = outcome.usage.test_runs
     row["tokens"] = outcome.usage.tokens
     row["usd"] = _usd(outcome.graph)
+    row["empty_patch"] = not outcome.patch.strip()
+    if outcome.stop_reason == "root_invalid":
+        detail = outcome.summary.get("stop_detail") or "the root's test run is INVALID"
+        row["status"], row["reason"] = "error", f"search: {detail}"
+        return _pack(outcome.run_dir)
+    root_score = outcome.graph.nodes[root_of(outcome.graph)].get("score")
+    row["no_signal"] = bool(not s.oracle and root_score is not None and root_score >= 1.0)
 
     # 4. Grading, in a fresh copy of the best tree plus the held-out tests.
     st = ShadowStore.open(
@@ -250,18 +344,125 @@ def _run(
         st.materialize(outcome.best, grade_dir)
     finally:
         st.close()
-    _grade(inst, s, grade_dir, env, outcome.run_dir, row, known)
+
+    if not s.oracle:
+        reset_test_files(grade_dir, inst, patch_paths(outcome.patch), _base_once(inst, s, scratch))
+    plan = _plan(inst, s, spec, test_env)
+    grade_tree(
+        inst,
+        grade_dir,
+        plan,
+        outcome.run_dir / "grade",
+        row,
+        check_imports=_checker(test_env),
+        test_patch_applied=s.oracle,  # with oracle the searched tree holds the tests already
+    )
+    if row["no_signal"] and row["status"] != "error":
+        row["reason"] = (
+            "no signal: the root already passed every search test, so the search had nothing "
+            "to climb (give it one: see README, SWE-bench in practice)"
+            + (f"; {row['reason']}" if row.get("reason") else "")
+        )
     lap("grade")
     archive = _pack(outcome.run_dir)
     lap("pack")
     return archive
 
 
-def _environment(
-    inst: Instance, s: EvalSettings, repo_path: Path | None, workspace: Path, known: Known | None
-) -> EnvResult:
-    spec = env_spec_for(inst, known)
+def agreeing_score(score: Any) -> Any:
+    """The search's score, made to agree with SWE-bench's grade on every outcome: an XPASS is
+    no pass for the harness (its log parser has no such status), so it is none for the score
+    either. A score given with its own ``xpass`` setting is left as it is."""
+    if isinstance(score, str) and score in ("pass_fraction", "resolved"):
+        return {"kind": score, "xpass": "fail"}
+    if isinstance(score, dict) and score.get("kind") in ("pass_fraction", "resolved"):
+        return {"xpass": "fail", **score}
+    return score
 
+
+def _plan(inst: Instance, s: EvalSettings, spec: EnvSpec, test_env: dict[str, str]) -> GradePlan:
+    return grade_plan(
+        inst,
+        s.grade_tests,
+        explicit=s.grade_tests_explicit,
+        env_test_cmd=spec.test_cmd,
+        env_source={"table": "setup table", "swebench": "swebench spec"}.get(
+            spec.source, spec.source
+        ),
+        env_vars=test_env,
+        source=s.source,
+    )
+
+
+def _grade_only(
+    inst: Instance,
+    s: EvalSettings,
+    scratch: Path,
+    row: dict[str, Any],
+    lap: _Laps,
+    known: Known | None,
+) -> bytes | None:
+    """Grade the gold patch, no patch, or a given prediction at the base commit (no search)."""
+    name = (inst.repo or inst.instance_id).rsplit("/", 1)[-1] or "workspace"
+    grade_dir = scratch / "grade" / name
+    out = scratch / "out"
+    out.mkdir()
+    row["mode"] = s.mode
+    patch: str | None
+    if s.mode == "gold":
+        patch = inst.patch
+    elif s.mode == "empty":
+        patch = ""
+    else:
+        patch = (s.predictions or {}).get(inst.instance_id)
+    row["empty_patch"] = not (patch or "").strip()
+    try:
+        repo_path = _base_tree(inst, s, grade_dir, row)
+    except _NoBase:
+        return None
+    (out / "patch.diff").write_text(patch or "", encoding="utf-8")
+    row["run_dir"] = f"instances/{inst.instance_id}"
+    lap("workspace")
+    if row["empty_patch"] and s.mode == "predictions":
+        # As the harness: an empty prediction is not run; it counts as not resolved.
+        row["status"], row["reason"] = "unresolved", "empty patch (not run, as the harness does)"
+        return _pack(out)
+    spec = env_spec_for(inst, known)
+    env = _environment(inst, s, spec, repo_path, grade_dir)
+    lap("env")
+    row["env_log"] = str(env.log) if env.log else None
+    if env.error is not None:
+        row["reason"] = env.error
+        return _pack(out)
+    if patch:
+        try:
+            apply_patch(grade_dir, patch)
+        except PatchError as exc:
+            said = "; ".join(line for line in exc.git_message.splitlines() if line.strip())
+            row["patch_applied"] = False
+            row["status"], row["reason"] = "error", f"the patch does not apply (git apply: {said})"
+            (out / "error.txt").write_text(row["reason"] + "\n", encoding="utf-8")
+            return _pack(out)
+        reset_test_files(grade_dir, inst, patch_paths(patch), _base_once(inst, s, scratch))
+    row["patch_applied"] = True
+    test_env = _test_env(env, spec)
+    grade_tree(
+        inst,
+        grade_dir,
+        _plan(inst, s, spec, test_env),
+        out / "grade",
+        row,
+        check_imports=_checker(test_env),
+    )
+    lap("grade")
+    archive = _pack(out)
+    lap("pack")
+    return archive
+
+
+def _environment(
+    inst: Instance, s: EvalSettings, spec: EnvSpec, repo_path: Path | None, workspace: Path
+) -> EnvResult:
     def materialize(dest: Path) -> None:
         commit = inst.environment_setup_commit or inst.base_commit
         if repo_path is not None and commit:
@@ -271,94 +472,6 @@ def _environment(
 
     root = Path(s.env_dir) if s.env_dir else Path(tempfile.gettempdir()) / "treesearch-envs"
     return prepare_env(spec, root, materialize, timeout=s.setup_timeout)
-
-
-def _grade(
-    inst: Instance,
-    s: EvalSettings,
-    grade_dir: Path,
-    env: EnvResult,
-    run_dir: Path,
-    row: dict[str, Any],
-    known: Known | None,
-) -> None:
-    out = run_dir / "grade"
-    out.mkdir(exist_ok=True)
-    try:
-        if not s.oracle:  # with oracle the searched tree holds the tests already
-            apply_patch(grade_dir, inst.test_patch)
-    except TreesearchError as exc:
-        row["status"], row["reason"] = "error", f"test_patch: {exc}"
-        (out / "error.txt").write_text(row["reason"] + "\n", encoding="utf-8")
-        return
-    spec_map = dict(s.grade_tests)
-    if env.env:
-        spec_map["env"] = {**dict(env.env), **(spec_map.get("env") or {})}
-    official = _swebench_way(inst, s, known)
-    if official is not None:  # SWE-bench's own test command and log parser
-        spec_map.update(command=official[0], runner="generic")
-    spec = TestSpec.from_config(spec_map, s.source, where="eval.grade_tests")
-    run = run_tests(spec, grade_dir)
-    row["grade_test_runs"] = 1
-    judge = SweBench(inst.fail_to_pass, inst.pass_to_pass, strict_pass_to_pass=True)
-    if official is not None:
-        statuses = official[1](run.output) if run.status is not RunStatus.TIMEOUT else {}
-        report = grade_statuses(statuses, inst.fail_to_pass, inst.pass_to_pass)
-        resolved = not report["FAIL_TO_PASS"]["failure"] and not report["PASS_TO_PASS"]["failure"]
-        grade = Grade(1.0 if resolved else 0.0, resolved, {"parser": "swebench"})
-        if not statuses and run.status is not RunStatus.TIMEOUT:
-            run = dataclasses.replace(
-                run, status=RunStatus.INVALID, problem="SWE-bench's log parser found no tests"
-            )
-    else:
-        report = judge.report(run)
-        grade = judge(run)
-    (out / "output.txt").write_text(
-        f"$ {spec.command}\n(exit {run.exit_code}, status {run.status.value})\n"
-        + (run.output or ""),
-        encoding="utf-8",
-        errors="replace",
-    )
-    (out / "report.json").write_text(
-        json.dumps(
-            {
-                "instance_id": inst.instance_id,
-                "status": run.status.value,
-                "problem": run.problem,
-                "tests_status": report,
-                "outcomes": {t.id: t.outcome.value for t in run.tests},
-            },
-            indent=2,
-            sort_keys=True,
-        )
-        + "\n",
-        encoding="utf-8",
-    )
-    row["tests"] = report
-    if run.status in (RunStatus.INVALID, RunStatus.CRASHED):
-        row["status"] = "error"
-        row["reason"] = f"grading run {run.status.value}: {run.problem or 'no usable report'}"
-        return
-    row["resolved"] = bool(grade.resolved)
-    row["status"] = "resolved" if grade.resolved else "unresolved"
-    if not grade.resolved:
-        failed = report["FAIL_TO_PASS"]["failure"] + report["PASS_TO_PASS"]["failure"]
-        row["reason"] = f"{len(failed)} graded test(s) not passing" + (
-            f" (run {run.status.value})" if run.status is not RunStatus.OK else ""
-        )
-
-
-def _swebench_way(inst: Instance, s: EvalSettings, known: Known | None) -> tuple[str, Any] | None:
-    """(test command, log parser) from the installed ``swebench`` for this instance, unless the
-    config names its own ``eval.grade_tests``."""
-    if s.grade_tests_explicit or not inst.repo:
-        return None
-    spec = known.swebench_spec if known is not None else swebench_specs(inst.repo, inst.version)
-    parser = swebench_parser(inst.repo) if spec else None
-    command = test_command(spec, inst.test_patch) if spec else None
-    if command is None or parser is None:
-        return None
-    return command, parser
 
 
 def _usd(graph: Any) -> float:

@@ -123,14 +123,15 @@ def eval_page_data(out: Path) -> dict[str, Any]:
             f"{out}: no results.jsonl rows and no summary.json: the eval has not finished any "
             "instance yet"
         )
-    links, notes = _run_pages(out, [r["run_dir"] for r in rows if r.get("run_dir")])
+    searched = [r for r in rows if r.get("run_dir") and r.get("mode", "search") == "search"]
+    links, notes = _run_pages(out, [r["run_dir"] for r in searched])
     table_rows = []
     plausible: list[float | None] = []
     tokens: list[float | None] = []
     end_runs = end_tokens = 0
     for r in rows:
         rel = r.get("run_dir")
-        fp = first_plausible(out / rel) if rel else {}
+        fp = first_plausible(out / rel) if rel and r.get("mode", "search") == "search" else {}
         plausible.append(fp.get("test_runs"))
         tokens.append(fp.get("tokens"))
         end_runs = max(end_runs, fp.get("total_test_runs") or 0)
@@ -140,6 +141,8 @@ def eval_page_data(out: Path) -> dict[str, Any]:
             [
                 {"text": iid, "href": links.get(rel or ""), "key": iid},
                 {"text": r.get("status"), "cls": f"status-{r.get('status')}"},
+                _yes((r.get("strict") or {}).get("resolved") if r.get("strict") else None),
+                {"text": "NO SIGNAL", "cls": "status-error"} if r.get("no_signal") else "",
                 _frac(r.get("tests"), "FAIL_TO_PASS"),
                 _frac(r.get("tests"), "PASS_TO_PASS"),
                 r.get("test_runs"),
@@ -147,6 +150,7 @@ def eval_page_data(out: Path) -> dict[str, Any]:
                 r.get("tokens"),
                 r.get("usd"),
                 r.get("seconds"),
+                r.get("grade_seconds"),
                 r.get("best_score"),
                 r.get("stop_reason"),
                 r.get("reason") or "",
@@ -171,7 +175,19 @@ def eval_page_data(out: Path) -> dict[str, Any]:
                 "lines": {name: curve(tokens, total, end_tokens)},
             }
         )
-    keys = ("resolved", "unresolved", "error", "not_run", "total", "test_runs", "tokens", "usd")
+    keys = (
+        "resolved",
+        "strict_resolved",
+        "unresolved",
+        "error",
+        "no_signal",
+        "not_run",
+        "total",
+        "test_runs",
+        "tokens",
+        "usd",
+        "grade_seconds",
+    )
     totals = [[k.replace("_", " "), summary.get(k)] for k in keys if k in summary]
     if "wall_seconds" in summary:
         totals.append(["wall seconds", summary["wall_seconds"]])
@@ -189,12 +205,17 @@ def eval_page_data(out: Path) -> dict[str, Any]:
             {
                 "title": "Per instance",
                 "id": "instances",
-                "note": "f2p/p2p: FAIL_TO_PASS and PASS_TO_PASS tests passing when graded; "
+                "note": "status: SWE-bench's own grade; strict: resolved by our stricter reading "
+                "(a listed test skipped or never run is no pass); signal: NO SIGNAL when the "
+                "root already passed every steering test, so the search had nothing to climb; "
+                "f2p/p2p: FAIL_TO_PASS and PASS_TO_PASS tests passing when graded; "
                 "first plausible: test runs spent when the search first passed every "
                 "steering test. The instance name links to its run's page.",
                 "columns": [
                     "instance",
                     "status",
+                    "strict",
+                    "signal",
                     "f2p",
                     "p2p",
                     "test runs",
@@ -202,6 +223,7 @@ def eval_page_data(out: Path) -> dict[str, Any]:
                     "tokens",
                     "USD",
                     "seconds",
+                    "grade s",
                     "best score",
                     "stop",
                     "reason",

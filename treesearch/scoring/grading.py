@@ -42,13 +42,19 @@ class PassFraction:
 
     Failed and errored tests count against; skipped tests are left out (``skipped="ignore"``,
     pytest's view: a run with skips is green) or count as failures (``skipped="fail"``: skipping
-    a failing test then earns nothing). A run that is not OK scores 0. Without a per-test report
-    the exit code decides: 1 for exit 0, else 0. Resolved when ``TestRun.all_passed``.
+    a failing test then earns nothing). An unexpected pass (XPASS) counts as a pass
+    (``xpass="pass"``, pytest's view) or as a failure (``xpass="fail"``: SWE-bench's grade, whose
+    log parser has no such status, so that the test is missing there; ``treesearch eval`` sets
+    it so that the search never counts as a pass what the grade does not). A run that is not OK
+    scores 0. Without a per-test report the exit code decides: 1 for exit 0, else 0. Resolved
+    when ``TestRun.all_passed`` (and, with ``xpass="fail"``, no test xpassed).
     """
 
     name: ClassVar[str] = "pass_fraction"
     skipped: str = "ignore"
     """``ignore`` or ``fail``."""
+    xpass: str = "pass"
+    """``pass`` or ``fail``."""
 
     def __call__(self, run: TestRun) -> Grade:
         if run.status is not RunStatus.OK:
@@ -56,37 +62,47 @@ class PassFraction:
         if not run.has_report:
             ok = run.exit_code == 0
             return Grade(1.0 if ok else 0.0, ok, {"exit_code": run.exit_code})
-        good = sum(1 for t in run.tests if t.outcome.is_pass)
-        bad = sum(1 for t in run.tests if t.outcome.is_failure) + run.suite_errors
+        xpassed = sum(1 for t in run.tests if t.outcome is Outcome.XPASS)
+        xfail = xpassed if self.xpass == "fail" else 0
+        good = sum(1 for t in run.tests if t.outcome.is_pass) - xfail
+        bad = sum(1 for t in run.tests if t.outcome.is_failure) + run.suite_errors + xfail
         skipped = sum(1 for t in run.tests if t.outcome is Outcome.SKIPPED)
         counted = good + bad + (skipped if self.skipped == "fail" else 0)
         value = good / counted if counted else 0.0
         details = {"passed": good, "failed": bad, "skipped": skipped, "counted": counted}
-        return Grade(value, run.all_passed and (self.skipped != "fail" or not skipped), details)
+        if xpassed:
+            details["xpassed"] = xpassed
+        resolved = run.all_passed and (self.skipped != "fail" or not skipped) and not xfail
+        return Grade(value, resolved, details)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], at: str) -> PassFraction:
-        _check_keys(params, ("skipped",), at)
+        _check_keys(params, ("skipped", "xpass"), at)
         skipped = params.get("skipped", "ignore")
         if skipped not in ("ignore", "fail"):
             raise ConfigError(f"{at}.skipped: must be ignore or fail, got {skipped!r}")
-        return cls(skipped=skipped)
+        return cls(skipped=skipped, xpass=_xpass(params, at))
 
 
 @dataclass(frozen=True)
 class Resolved:
-    """1 when every test passes and the run is OK (``TestRun.all_passed``), else 0."""
+    """1 when every test passes and the run is OK (``TestRun.all_passed``), else 0; with
+    ``xpass="fail"`` an unexpected pass is no pass (see ``PassFraction``)."""
 
     name: ClassVar[str] = "resolved"
+    xpass: str = "pass"
+    """``pass`` or ``fail``."""
 
     def __call__(self, run: TestRun) -> Grade:
         ok = run.all_passed
+        if self.xpass == "fail" and any(t.outcome is Outcome.XPASS for t in run.tests):
+            ok = False
         return Grade(1.0 if ok else 0.0, ok, {"reason": run.problem} if run.problem else {})
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], at: str) -> Resolved:
-        _check_keys(params, (), at)
-        return cls()
+        _check_keys(params, ("xpass",), at)
+        return cls(xpass=_xpass(params, at))
 
 
 @dataclass(frozen=True)
@@ -176,6 +192,13 @@ class SweBench:
         if not isinstance(strict, bool):
             raise ConfigError(f"{at}.strict_pass_to_pass: must be true or false, got {strict!r}")
         return cls(fail_to_pass=f2p, pass_to_pass=p2p, strict_pass_to_pass=strict)
+
+
+def _xpass(params: Mapping[str, Any], at: str) -> str:
+    xpass = params.get("xpass", "pass")
+    if xpass not in ("pass", "fail"):
+        raise ConfigError(f"{at}.xpass: must be pass or fail, got {xpass!r}")
+    return str(xpass)
 
 
 def _rate(table: Mapping[str, Sequence[str]]) -> float:

@@ -31,6 +31,7 @@ from treesearch.scoring.spec import TestSpec
 from treesearch.scoring.warm import WarmClone, WarmRunner
 from treesearch.types import ProcessResult
 
+_OUTPUT_LIMIT = 64 * 1024  # the sandbox's default: bytes kept of each stream
 OUTPUT_TAIL_CHARS = 8000
 """Characters of standard output kept in ``TestRun.output``."""
 STDERR_TAIL_CHARS = 4000
@@ -66,6 +67,7 @@ def run_tests(
     only: Sequence[str] | None = None,
     max_report_bytes: int = MAX_REPORT_BYTES,
     warm: WarmRunner | None = None,
+    output_limit: int | None = None,
 ) -> TestRun:
     """Run the spec's command in ``workspace`` and read its per-test results.
 
@@ -73,7 +75,9 @@ def run_tests(
     commands in a warm runner's forked children where that is the same as a cold run (it falls
     back to cold runs itself, with a note). The workspace is left as
     it was: a report path inside it is put back the way it was found, and Python writes no
-    bytecode unless the spec's env says otherwise.
+    bytecode unless the spec's env says otherwise. ``output_limit``: bytes kept of the run's
+    output (its first and last half; default: the sandbox's), e.g. larger for a grading run
+    whose whole log is read.
 
     Raises:
         ScoringError: the workspace or the spec's ``cwd`` is not a folder inside it.
@@ -126,7 +130,13 @@ def run_tests(
                         probe=probe_file,
                     )
                 else:
-                    proc = sandbox.run(command, cwd, timeout=spec.timeout, extra_env=env)
+                    proc = sandbox.run(
+                        command,
+                        cwd,
+                        timeout=spec.timeout,
+                        extra_env=env,
+                        output_limit=_OUTPUT_LIMIT if output_limit is None else output_limit,
+                    )
             except SandboxError as exc:
                 raise ScoringError(f"cannot run the tests `{shown}` in {cwd}: {exc}") from exc
             report: Report | ReportError | None = None
@@ -145,7 +155,7 @@ def run_tests(
         for path in ours:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-    return _make_run(spec, proc, report, cwd, shown, probe)
+    return _make_run(spec, proc, report, cwd, shown, probe, full_output=output_limit is not None)
 
 
 def warm_up(spec: TestSpec, workspace: str | os.PathLike[str], warm: WarmRunner) -> None:
@@ -224,11 +234,11 @@ def _report_slot(path: Path | None, keep: Path) -> Iterator[None]:
                 shutil.move(os.fspath(keep), os.fspath(path))
 
 
-def _output(proc: ProcessResult) -> str:
-    out = proc.stdout[-OUTPUT_TAIL_CHARS:]
+def _output(proc: ProcessResult, full: bool = False) -> str:
+    out = proc.stdout if full else proc.stdout[-OUTPUT_TAIL_CHARS:]
     if proc.stderr.strip():
         out += ("\n" if out and not out.endswith("\n") else "") + "[stderr]\n"
-        out += proc.stderr[-STDERR_TAIL_CHARS:]
+        out += proc.stderr if full else proc.stderr[-STDERR_TAIL_CHARS:]
     return out
 
 
@@ -239,13 +249,15 @@ def _make_run(
     cwd: Path,
     shown: str,
     probe: Probe | None = None,
+    *,
+    full_output: bool = False,
 ) -> TestRun:
     base = TestRun(
         status=RunStatus.OK,
         exit_code=proc.exit_code,
         timed_out=proc.timed_out,
         seconds=proc.seconds,
-        output=_output(proc),
+        output=_output(proc, full_output),
         has_report=spec.is_pytest or spec.junit_xml is not None,
         command=shown,
     )

@@ -41,6 +41,11 @@ class SourceError(StoreError):
 class PatchError(StoreError):
     """A patch does not apply."""
 
+    def __init__(self, message: str, git_message: str = "") -> None:
+        super().__init__(message)
+        self.git_message = git_message
+        """What ``git apply`` said, as it said it."""
+
 
 def git_dir_of(repo: Path) -> Path | None:
     """The git folder of ``repo`` (a clone with ``.git`` or a bare mirror), or ``None``."""
@@ -119,7 +124,9 @@ def apply_patch(folder: Path, patch: str) -> None:
             cwd=folder,
         )
     except GitFailed as exc:
-        raise PatchError(f"the patch does not apply to {folder}: {exc.stderr}") from exc
+        raise PatchError(
+            f"the patch does not apply to {folder}: {exc.stderr}", exc.stderr.strip()
+        ) from exc
 
 
 def commit_folder(

@@ -105,30 +105,35 @@ def run(cfg: dict[str, Any], tmp_path: Path) -> Any:
 
 # ------------------------------------------------------------------------------- golden graphs
 
+# Golden file name -> (policy, params, scoring.order). The files are rewritten only by the
+# explicit command ``python tests/update_golden.py``; a test run never writes them.
+GOLDEN_CASES: dict[str, tuple[str, dict[str, Any], str]] = {
+    # Pinned to full runs: the golden graphs were recorded with full runs only. The calc root
+    # fails tests (a repair search), so the default order (auto) would screen failing tests
+    # first and mark partial nodes; the failing_first cases cover that order.
+    "calc-bfs.json": ("bfs", {}, "all"),
+    "calc-best_first.json": ("best_first", {}, "all"),
+    "calc-beam.json": ("beam", {"width": 2}, "all"),
+    "calc-mcts.json": ("mcts", {"c": 1.0}, "all"),
+    "calc-random.json": ("random", {}, "all"),
+    "calc-best_first-failing_first.json": ("best_first", {}, "failing_first"),
+    "calc-mcts-failing_first.json": ("mcts", {"c": 1.0}, "failing_first"),
+}
 
-@pytest.mark.parametrize(
-    "policy,params",
-    [
-        ("bfs", {}),
-        ("best_first", {}),
-        ("beam", {"width": 2}),
-        ("mcts", {"c": 1.0}),
-        ("random", {}),
-    ],
-)
-def test_policy_builds_the_golden_graph(tmp_path: Path, policy: str, params: dict) -> None:
+
+def build_golden_graph(name: str, tmp_path: Path) -> Any:
+    """Run the search of golden case ``name`` in ``tmp_path``; its outcome (``.graph``...)."""
+    policy, params, order = GOLDEN_CASES[name]
     proj = make_project(tmp_path)
     cfg = config(tmp_path, proj, policy=policy, params=params, stop_on_perfect=False)
-    # Pinned: the golden graphs were recorded with full runs only. The calc root fails tests (a
-    # repair search), so the default order (auto) would screen failing tests first and mark
-    # partial nodes; test_failing_first_builds_its_golden_graph covers that order.
-    cfg["scoring"]["order"] = "all"
-    out = run(cfg, tmp_path)
-    got = to_json(out.graph, stable=True)
-    golden = GOLDEN / f"calc-{policy}.json"
-    if os.environ.get("TREESEARCH_UPDATE_GOLDEN"):
-        golden.parent.mkdir(exist_ok=True)
-        golden.write_text(got)
+    cfg["scoring"]["order"] = order
+    return run(cfg, tmp_path)
+
+
+@pytest.mark.parametrize("name", [n for n, case in GOLDEN_CASES.items() if case[2] == "all"])
+def test_policy_builds_the_golden_graph(tmp_path: Path, name: str) -> None:
+    got = to_json(build_golden_graph(name, tmp_path).graph, stable=True)
+    golden = GOLDEN / name
     expected = json.loads(golden.read_text())
     actual = json.loads(got)
     # Node by node, then edge by edge, so a failure names the first difference.
@@ -139,22 +144,24 @@ def test_policy_builds_the_golden_graph(tmp_path: Path, policy: str, params: dic
     assert got == golden.read_text()
 
 
-@pytest.mark.parametrize("policy,params", [("best_first", {}), ("mcts", {"c": 1.0})])
-def test_failing_first_builds_its_golden_graph(tmp_path: Path, policy: str, params: dict) -> None:
+@pytest.mark.parametrize(
+    "name", [n for n, case in GOLDEN_CASES.items() if case[2] == "failing_first"]
+)
+def test_failing_first_builds_its_golden_graph(tmp_path: Path, name: str) -> None:
     """scoring.order failing_first on the calc repair search: partial nodes, in a graph that
     the same seed rebuilds byte for byte."""
-    proj = make_project(tmp_path)
-    cfg = config(tmp_path, proj, policy=policy, params=params, stop_on_perfect=False)
-    cfg["scoring"]["order"] = "failing_first"
-    out = run(cfg, tmp_path)
+    out = build_golden_graph(name, tmp_path)
     got = to_json(out.graph, stable=True)
-    golden = GOLDEN / f"calc-{policy}-failing_first.json"
-    if os.environ.get("TREESEARCH_UPDATE_GOLDEN"):
-        golden.write_text(got)
     partial = [n for n, d in out.graph.nodes(data=True) if d.get("partial")]
     assert partial, "the screen should leave some nodes partial"
     assert out.best not in partial
-    assert got == golden.read_text()
+    assert got == (GOLDEN / name).read_text()
+
+
+def test_golden_files_are_exactly_the_golden_cases() -> None:
+    """Every golden file is checked by a case and every case has its file (a case added without
+    running ``python tests/update_golden.py`` fails here, not silently)."""
+    assert sorted(p.name for p in GOLDEN.glob("*.json")) == sorted(GOLDEN_CASES)
 
 
 def test_same_seed_gives_byte_identical_graph_and_other_seed_may_differ(tmp_path: Path) -> None:

@@ -87,12 +87,23 @@ class TallyAgent:
         return ScriptedAgent([{"write": "tally.txt", "content": f"{seen}\n"}]).run(ctx)
 
 
+def wait_for_file(path: Path, limit: float = 120.0) -> bool:
+    """Wait until ``path`` exists: a barrier another process opens by creating it. ``limit``
+    only keeps a broken search from hanging the suite; whether it was reached is returned."""
+    deadline = time.monotonic() + limit
+    while not path.exists():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 class MarkedAgent:
-    """Leaves ``started-<strategy>`` in the agents' cache folder, sleeps ``sleep`` seconds, then
-    plays scripted ``steps``."""
+    """Leaves ``started-<name>`` in the agents' cache folder, waits (when given ``wait_for``)
+    until the file of that name exists there, then plays scripted ``steps``."""
 
     def __init__(self, config: dict[str, Any]) -> None:
-        self.sleep = float(config.get("sleep", 0))
+        self.wait_for = config.get("wait_for")
         self.name = str(config["name"])
         self.inner = ScriptedAgent(config["steps"])
 
@@ -100,7 +111,8 @@ class MarkedAgent:
         assert ctx.cache_dir is not None
         ctx.cache_dir.mkdir(parents=True, exist_ok=True)
         (ctx.cache_dir / f"started-{self.name}").touch()
-        time.sleep(self.sleep)
+        if self.wait_for:
+            wait_for_file(ctx.cache_dir / str(self.wait_for))
         return self.inner.run(ctx)
 
 
@@ -493,11 +505,14 @@ def test_parallel_search_gives_an_idle_worker_its_next_task_before_recording_res
     cfg = config(tmp_path, proj, policy="bfs", stop_on_perfect=False)
     steps = [{"replace": "calc.py", "old": "return a - b", "new": "return a + b", "check": False}]
 
-    def marked(name: str, sleep: float) -> dict[str, Any]:
-        return {"kind": "test-marked", "name": name, "sleep": sleep, "steps": steps}
+    def marked(name: str, wait_for: str | None = None) -> dict[str, Any]:
+        return {"kind": "test-marked", "name": name, "wait_for": wait_for, "steps": steps}
 
-    # 0 answers at once, 1 takes long; 2 is chosen with them (the window) and waits to be sent.
-    cfg["strategies"] = {"s0": marked("s0", 0), "s1": marked("s1", 3), "s2": marked("s2", 0)}
+    # 0 answers at once; 1 holds its worker until the test releases it, after expansion 0 was
+    # reported: so 0 always answers first, with 1 busy, and 2 (chosen with them: the window)
+    # can only go to 0's worker. Recording 0 (its progress report) waits for 2 to start: it
+    # starts only if it was sent before the recording, every time; else the wait runs out.
+    cfg["strategies"] = {"s0": marked("s0"), "s1": marked("s1", "release-s1"), "s2": marked("s2")}
     cfg["search"]["workers"] = 2
     cfg["search"]["budget"] = {"expansions": 3}
     cache = tmp_path / "home" / "agent-cache"
@@ -505,10 +520,10 @@ def test_parallel_search_gives_an_idle_worker_its_next_task_before_recording_res
 
     def progress(info: dict[str, Any]) -> None:
         if info["k"] == 0:
-            deadline = time.monotonic() + 20
-            while not (cache / "started-s2").exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            seen[0] = (cache / "started-s2").exists()
+            try:
+                seen[0] = wait_for_file(cache / "started-s2", limit=60)
+            finally:
+                (cache / "release-s1").touch()
 
     out = run_from_config(cfg, on_progress=progress)
     assert out.usage.expansions == 3

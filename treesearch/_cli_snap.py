@@ -22,6 +22,12 @@ from treesearch.errors import StoreError
 
 
 def _cmd_capture(args: argparse.Namespace) -> int:
+    from treesearch.store import label_problem
+
+    problem = label_problem(args.label)
+    if problem is not None:  # a usage error, said before the store is opened
+        print(f"treesearch: error: --label: {problem}", file=sys.stderr)
+        return 2
     store = _open_store(args)
     meta = None
     if args.meta:

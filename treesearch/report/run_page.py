@@ -30,6 +30,7 @@ from treesearch.report.texts import (
 from treesearch.runs import RunDir
 from treesearch.search import graph as G
 from treesearch.search.events import replay
+from treesearch.search.render import partial_marks
 
 __all__ = [
     "MAX_DIFF_NODES",
@@ -171,6 +172,7 @@ def run_page_data(
                 "diff_size": d.get("diff_size", 0),
                 "commit": d.get("commit"),
                 "tests": d.get("tests") or {},
+                "partial": _partial(d),
                 "tried": d.get("tried") or {},
                 "noops": [_attempt(e) for e in d.get("noops", [])],
                 "errors": [_attempt(e) for e in d.get("errors", [])],
@@ -227,6 +229,15 @@ def _attempt(e: dict[str, Any]) -> dict[str, Any]:
     if out.get("reason") is not None:
         out["reason"] = cut(str(out["reason"]), 2000)[0]
     return out
+
+
+def _partial(d: dict[str, Any]) -> dict[str, Any] | None:
+    """For a node scored by a failing-first screen alone: its known passes and failures, the
+    tests not run and why the screen stopped (its score is a lower bound); else ``None``."""
+    known = partial_marks(d)
+    if known is None:
+        return None
+    return {**known, "reason": str((d.get("tests") or {}).get("partial_reason") or "")}
 
 
 def _layout_parent(g: nx.DiGraph, n: str) -> str | None:

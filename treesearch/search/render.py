@@ -25,12 +25,17 @@ def tree_text(g: nx.DiGraph, *, max_nodes: int = 400) -> str:
     def label(n: str, strategy: str | None) -> str:
         d = g.nodes[n]
         score = "  -  " if d.get("score") is None else f"{d['score']:.3f}"
+        known = partial_marks(d)
+        if known is not None and d.get("score") is not None:
+            score = f">={score} ({partial_text(known)})"
         mark = "*" if n in on_best else " "
         noops = f"  ({len(d['noops'])} no-op)" if d["noops"] else ""
         if d.get("errors"):
             noops += f"  ({len(d['errors'])} error)"
         via = f"{strategy}  " if strategy else ""
         tests = d.get("tests", {}).get("summary", "")
+        if known is not None:  # said in full after the score
+            tests = tests.split("; partial:")[0]
         return (
             f"{mark} #{d['order']:<3} {n[:10]}  score {score}  visits {d['visits']:<3} "
             f"{via}[{tests}]{noops}"
@@ -66,7 +71,30 @@ def tree_text(g: nx.DiGraph, *, max_nodes: int = 400) -> str:
     if len(lines) >= max_nodes:
         lines.append(f"... ({g.number_of_nodes()} nodes in all; see `treesearch export`)")
     lines.append("(* marks the path to the best node)")
+    if any(partial_marks(d) is not None for _, d in g.nodes(data=True)):
+        lines.append(
+            "(>= marks a partial score: a failing-first screen stopped early; the tests not run "
+            "count as failed)"
+        )
     return "\n".join(lines)
+
+
+def partial_marks(d: dict[str, Any]) -> dict[str, int] | None:
+    """What is known of a node scored by a failing-first screen alone (``partial``): its known
+    passes and failures and the tests not run; ``None`` for a fully run node. Its score is
+    only a lower bound (the tests not run count as failed)."""
+    tests = d.get("tests") or {}
+    if not (d.get("partial") or tests.get("partial")):
+        return None
+    return {k: int(tests.get(k) or 0) for k in ("known_passed", "known_failed", "not_run")}
+
+
+def partial_text(known: dict[str, int]) -> str:
+    """``partial: 2 passed, 1 failed known, 1 not run``."""
+    return (
+        f"partial: {known['known_passed']} passed, {known['known_failed']} failed known, "
+        f"{known['not_run']} not run"
+    )
 
 
 def _flat(g: nx.DiGraph) -> nx.DiGraph:
@@ -100,6 +128,8 @@ def export(g: nx.DiGraph, fmt: str) -> str:
         out = ["digraph search {", "  node [shape=box, fontname=monospace];"]
         for n, d in sorted(g.nodes(data=True), key=lambda x: x[1]["order"]):
             score = "-" if d.get("score") is None else f"{d['score']:.3f}"
+            if score != "-" and partial_marks(d) is not None:
+                score = f">={score} (partial)"
             style = ', style=bold, color="darkgreen"' if n in best else ""
             out.append(f'  "{n}" [label="#{d["order"]} {n[:8]}\\nscore {score}"{style}];')
         for a, b, d in g.edges(data=True):

@@ -101,12 +101,10 @@ def snapshot_records(header: dict[str, Any], history: History) -> list[dict[str,
             for i in range(step.messages_after, upto)
         ]
     if (
-        steps
-        and history.tree != steps[-1].tree_after
-        or (not steps and history.tree != history.root)
-    ):
-        # After undo_rewind the live tree can differ from the last step's: keep it exact.
-        records.append({"type": "state", "tree": history.tree})
+        steps and (history.tree, history.commit) != (steps[-1].tree_after, steps[-1].commit_after)
+    ) or (not steps and (history.tree, history.commit) != (history.root, history.root_commit)):
+        # After undo_rewind the live state can differ from the last step's: keep it exact.
+        records.append({"type": "state", "tree": history.tree, "commit": history.commit})
     return records
 
 

@@ -44,7 +44,7 @@ from treesearch.session._values import (
     ToolFn,
     check_json,
 )
-from treesearch.types import CommitId, TreeHash
+from treesearch.types import CommitId, Snapshot, TreeHash
 
 __all__ = ["TransactionalSession"]
 
@@ -71,14 +71,13 @@ class TransactionalSession(History):
         parent: dict[str, Any] | None = None,
     ) -> None:
         """Low-level constructor; use ``create``, ``load`` or ``fork``."""
-        super().__init__(root)
+        super().__init__(root, root_commit)
         self.store = store
         """The snapshot store of the workspace."""
         self.workspace = Path(store.workspace)
         """Workspace root."""
         self.session_id = session_id
         """Unique id of this session (a fork gets its own)."""
-        self.root_commit = root_commit
         self.created_at = created_at
         self._file = SessionFile(path)
         self.timeout = timeout
@@ -194,12 +193,14 @@ class TransactionalSession(History):
             )
         if restore:
             live = session._live_tree("load-check")
-            if live != session.tree:
-                session.restored_on_load = session._restore(session.tree, "restoring on load")
+            if not session._at_state(live):
+                session.restored_on_load = session._restore(
+                    session.tree, "restoring on load", session.commit
+                )
                 session.load_warnings.append(
                     f"the workspace differed from the session's state; restored tree "
                     f"{session.tree[:12]} (the previous state is safety snapshot "
-                    f"{live[:12]}; store.undo() reverts)"
+                    f"{live.tree[:12]}; store.undo() reverts)"
                 )
         return session
 
@@ -284,7 +285,9 @@ class TransactionalSession(History):
             rolled_back = False
             rolled_back_tree: TreeHash | None = None
             if failed_at is not None and rollback_on_error:
-                rolled_back_tree = self._roll_back(index, before.tree, observations, failed_at)
+                rolled_back_tree = self._roll_back(
+                    index, before.tree, before.commit, observations, failed_at
+                )
                 rolled_back = rolled_back_tree is not None
                 after_tree, after_commit = before.tree, before.commit
             else:
@@ -354,12 +357,17 @@ class TransactionalSession(History):
             return step
 
     def _roll_back(
-        self, index: int, before: TreeHash, observations: list[Observation], failed_at: int
+        self,
+        index: int,
+        before: TreeHash,
+        before_commit: CommitId,
+        observations: list[Observation],
+        failed_at: int,
     ) -> TreeHash | None:
         """Put the tree before failed step ``index`` back on disk and say so in the failing
         call's observation; returns the tree the step had produced (``None``: it changed
         nothing)."""
-        res = self._restore(before, f"rolling back step {index}")
+        res = self._restore(before, f"rolling back step {index}", before_commit)
         attempt = TreeHash(res.safety.tree)
         if attempt != before:
             undone = summary(self.store, before, attempt).name_status
@@ -393,11 +401,19 @@ class TransactionalSession(History):
             self._check_index(k, "rewind")
             target = self.state_tree(k)
             keep = self._state_messages(k)
-            res = self._restore(target, f"rewinding to step {k}")
+            res = self._restore(target, f"rewinding to step {k}", self.state_commit(k))
             safety = TreeHash(res.safety.tree)
-            frame = self._push_rewind(k, keep, target, safety)
+            safety_commit = CommitId(res.safety.commit)
+            frame = self._push_rewind(k, keep, target, safety, safety_commit)
             self._append(
-                {"type": "rewind", "to": k, "keep_messages": keep, "tree": target, "safety": safety}
+                {
+                    "type": "rewind",
+                    "to": k,
+                    "keep_messages": keep,
+                    "tree": target,
+                    "safety": safety,
+                    "safety_commit": safety_commit,
+                }
             )
             return Rewind(k, target, safety, len(frame.steps), len(frame.messages), res)
 
@@ -418,7 +434,7 @@ class TransactionalSession(History):
                     f"{len(self.messages) - frame.kept_messages} message(s) added); "
                     "fork or rewind instead"
                 )
-            res = self._restore(frame.safety, "undoing the rewind")
+            res = self._restore(frame.safety, "undoing the rewind", frame.safety_commit)
             self._pop_rewind()
             self._append({"type": "undo_rewind", "tree": frame.safety})
             return res
@@ -467,7 +483,7 @@ class TransactionalSession(History):
             )
             child.steps = list(self.steps[:k])
             child.messages = [dict(m) for m in self.messages[: self._state_messages(k)]]
-            child.tree = self.state_tree(k)
+            child.tree, child.commit = self.state_tree(k), self.state_commit(k)
             if restore:
                 child.checkout()
             if file is not None:
@@ -480,9 +496,9 @@ class TransactionalSession(History):
         Returns the store's ``RestoreResult``, or ``None`` when nothing had to change.
         """
         with self._guard():
-            if self._live_tree("checkout") == self.tree:
+            if self._at_state(self._live_tree("checkout")):
                 return None
-            return self._restore(self.tree, "checking out the session's state")
+            return self._restore(self.tree, "checking out the session's state", self.commit)
 
     # --- persistence ------------------------------------------------------------------------------
 
@@ -591,13 +607,28 @@ class TransactionalSession(History):
     def _meta(self, index: int, when: str) -> dict[str, Any]:
         return {"session": self.session_id, "step": index, "when": when}
 
-    def _live_tree(self, purpose: str) -> TreeHash:
-        snap = capture(self.store, {"session": self.session_id, "purpose": purpose}, purpose)
-        return TreeHash(snap.tree)
+    def _live_tree(self, purpose: str) -> Snapshot:
+        """The workspace as it is now (a capture; unchanged: the store's last snapshot)."""
+        return capture(self.store, {"session": self.session_id, "purpose": purpose}, purpose)
 
-    def _restore(self, tree: TreeHash, what: str) -> Any:
+    def _at_state(self, live: Snapshot) -> bool:
+        """Whether the workspace ``live`` is this session's state: the same tree and, when the
+        state's commit is known, the same empty folders (a tree hash does not hold them)."""
+        if live.tree != self.tree:
+            return False
+        if self.commit is None or live.commit == self.commit:
+            return True
         try:
-            return self.store.restore(tree)
+            return self.store.resolve(self.commit).empty_dirs == live.empty_dirs
+        except StoreError:
+            return True  # the tree matches; the commit is gone from the store
+
+    def _restore(self, tree: TreeHash, what: str, commit: CommitId | None = None) -> Any:
+        """Put a state back on disk: its commit when known, since several snapshots can share
+        one tree and differ in their empty folders (the store resolves a bare tree hash to the
+        newest of them); the tree otherwise."""
+        try:
+            return self.store.restore(commit or tree)
         except StoreError as exc:
             raise SessionError(f"{what}: restoring tree {tree[:12]} failed: {exc}") from exc
 

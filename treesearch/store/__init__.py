@@ -6,6 +6,7 @@ processes from restoring the workspace during a longer sequence (a search, a ses
 ``.git`` is never written.
 """
 
+from treesearch.store._catalogue import label_problem
 from treesearch.store._hold import HolderRecord, WorkspaceHold
 from treesearch.store._locate import find_workspace
 from treesearch.store._patches import patches
@@ -33,6 +34,7 @@ __all__ = [
     "WorkspaceHold",
     "default_home",
     "find_workspace",
+    "label_problem",
     "patches",
     "store_dir_for",
 ]

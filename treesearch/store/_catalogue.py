@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -505,3 +506,29 @@ def _body(contents: str) -> dict[str, Any] | None:
 
 def _ref_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "pin"
+
+
+def label_problem(label: object) -> str | None:
+    """Why ``label`` cannot name a snapshot (``None``: it can, as can ``None`` itself).
+
+    A label is one line of text: it is the title of the snapshot's commit message, whose first
+    blank line ends the title and whose ``\\x00``/``\\x01`` bytes separate the records the
+    catalogue reads back, so a control character would lose the snapshot; and it must be UTF-8,
+    so text holding undecodable bytes (surrogate escapes, as from a non-UTF-8 ``argv``) is
+    refused rather than written mangled."""
+    if label is None:
+        return None
+    if not isinstance(label, str):
+        return f"the label must be text, not {type(label).__name__}"
+    try:
+        label.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = label.encode("utf-8", "surrogateescape")
+        return f"the label {raw!r} is not valid UTF-8 text"
+    bad = next((c for c in label if unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        return (
+            f"the label {label!r} holds a control character (U+{ord(bad):04X}); "
+            "give one line of text"
+        )
+    return None

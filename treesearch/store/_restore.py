@@ -191,9 +191,10 @@ class Restorer:
             if stat.S_IMODE(key[MODE]) != want:
                 plan.chmods.append((path, want))
         # Folders: try to prune the parents of deleted files (rmdir refuses non-empty ones) and
-        # folders empty now but not in the target; re-create the target's empty folders.
+        # folders empty now but not in the target, with their parents (``new/`` holding only an
+        # empty ``new/inner/`` is left empty once that goes); re-create the target's empty folders.
         keep = _parent_dirs(writing) | _parent_dirs(target.empty_dirs) | set(target.empty_dirs)
-        candidates = _parent_dirs(plan.deletes) | set(current.empty_dirs)
+        candidates = _parent_dirs([*plan.deletes, *current.empty_dirs]) | set(current.empty_dirs)
         plan.prune = sorted(
             (d for d in candidates if d not in keep), key=lambda d: (-d.count("/"), d)
         )

@@ -45,7 +45,13 @@ from treesearch.errors import (
     WorkspaceBusy,
 )
 from treesearch.store import _init
-from treesearch.store._catalogue import STORE_FORMAT, Catalogue, GcResult, TreeEntry
+from treesearch.store._catalogue import (
+    STORE_FORMAT,
+    Catalogue,
+    GcResult,
+    TreeEntry,
+    label_problem,
+)
 from treesearch.store._diffs import Diffs
 from treesearch.store._errors import errors
 from treesearch.store._fs import SafeTree
@@ -419,9 +425,13 @@ class ShadowStore:
         snapshot is returned and no object is written. ``if_changed``: with nothing changed, the
         previous snapshot is returned whatever its label and meta (``label`` and ``meta`` then
         describe only a new snapshot: a session's captures before each step). Raises
-        ``CaptureError`` (naming the path) when a file cannot be read; nothing is recorded then.
+        ``CaptureError`` (naming the path) when a file cannot be read, and (before anything is
+        read) when ``label`` is not one line of UTF-8 text; nothing is recorded then.
         A new snapshot may be followed by packing the store's loose objects (``_pack.py``).
         """
+        problem = label_problem(label)
+        if problem is not None:
+            raise CaptureError(f"capture refused: {problem}")
         with self.lock():
             with errors(CaptureError, "capture failed", reading=True):
                 last = self._catalogue.state.last

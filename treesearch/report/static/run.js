@@ -70,6 +70,9 @@
   hroot.each((d) => { pos.set(d.id, d); x0 = Math.min(x0, d.x); x1 = Math.max(x1, d.x); y1 = Math.max(y1, d.y); });
   const maxVisits = Math.max(1, ...data.nodes.map((n) => n.visits || 0));
   const radius = (n) => 5 + 13 * Math.sqrt((n.visits || 0) / maxVisits);
+  // A partial node (a failing-first screen stopped early): its score is a lower bound.
+  const partialText = (p) => `partial: ${p.known_passed} passed, ${p.known_failed} failed known, ${p.not_run} not run`;
+  const scoreText = (n) => (n.partial && n.score !== null && n.score !== undefined ? ">=" : "") + fmt(n.score);
   const colour = (s) => (s === null || s === undefined ? "#c9ced6" : d3.interpolateRdYlGn(0.1 + 0.8 * s));
 
   const width = Math.max(600, x1 - x0 + 120), height = y1 + 110;
@@ -119,22 +122,29 @@
 
   const nodeLayer = g.append("g").attr("class", "nodes");
   const nodeSel = nodeLayer.selectAll("g.node").data(hroot.descendants()).join("g")
-    .attr("class", (d) => "node" + (onBest.has(d.id) ? " on-best-path" : "") + (d.id === data.best ? " best" : "") + (d.id === data.root ? " root" : ""))
+    .attr("class", (d) => "node" + (onBest.has(d.id) ? " on-best-path" : "") + (d.id === data.best ? " best" : "") + (d.id === data.root ? " root" : "") + (d.data.partial ? " partial" : ""))
     .attr("data-node", (d) => d.id)
     .attr("data-order", (d) => d.data.order)
     .attr("data-score", (d) => (d.data.score === null ? "" : d.data.score))
     .attr("transform", (d) => `translate(${d.x},${d.y})`)
     .on("click", (ev, d) => select(d.id));
-  nodeSel.append("circle").attr("r", (d) => radius(d.data)).attr("fill", (d) => colour(d.data.score));
+  // A partial node is an open circle, with an inner ring in its lower bound's colour.
+  nodeSel.append("circle").attr("r", (d) => radius(d.data))
+    .attr("fill", (d) => (d.data.partial ? "#ffffff" : colour(d.data.score)));
+  nodeSel.filter((d) => d.data.partial).append("circle").attr("class", "partial-ring")
+    .attr("r", (d) => Math.max(2, radius(d.data) - 3)).attr("fill", "none")
+    .style("stroke", (d) => colour(d.data.score));
   nodeSel.append("text").attr("dy", (d) => radius(d.data) + 11).attr("text-anchor", "middle").text((d) => "#" + d.data.order);
-  nodeSel.append("title").text((d) => `#${d.data.order} ${d.id.slice(0, 12)}  score ${fmt(d.data.score)}  visits ${d.data.visits}\n` +
+  nodeSel.append("title").text((d) => `#${d.data.order} ${d.id.slice(0, 12)}  score ${scoreText(d.data)}  visits ${d.data.visits}\n` +
+    (d.data.partial ? `${partialText(d.data.partial)} (a lower bound: the tests not run count as failed)\n` : "") +
     `${(d.data.tests || {}).summary || ""}${d.data.noops.length ? `\n${d.data.noops.length} no-op` : ""}${d.data.errors.length ? `\n${d.data.errors.length} agent error(s)` : ""}`);
   nodeSel.filter((d) => d.data.errors.length > 0).append("circle").attr("class", "badge-error")
     .attr("r", 4).attr("cx", (d) => radius(d.data)).attr("cy", (d) => -radius(d.data));
 
   // legend
   const legend = el("div", { class: "legend" });
-  const ls = d3.select(legend).append("svg").attr("width", 300).attr("height", 58);
+  const partials = data.nodes.some((n) => n.partial);
+  const ls = d3.select(legend).append("svg").attr("width", 300).attr("height", partials ? 74 : 58);
   const grad = ls.append("defs").append("linearGradient").attr("id", "score-grad");
   for (let i = 0; i <= 10; i++) grad.append("stop").attr("offset", i * 10 + "%").attr("stop-color", colour(i / 10));
   ls.append("rect").attr("x", 40).attr("y", 4).attr("width", 120).attr("height", 8).attr("fill", "url(#score-grad)");
@@ -146,6 +156,10 @@
     ls.append("path").attr("class", "edge " + c).attr("d", `M${x},${y}h26`);
     ls.append("text").attr("x", x + 30).attr("y", y + 3).text(label);
   });
+  if (partials) {
+    ls.append("circle").attr("class", "legend-partial").attr("cx", 6).attr("cy", 64).attr("r", 5);
+    ls.append("text").attr("x", 16).attr("y", 67).text("partial: score is a lower bound (tests not run)");
+  }
   graphBox.appendChild(legend);
 
   // ---- the node panel
@@ -158,14 +172,20 @@
     if (id === data.best) tags.appendChild(el("span", { class: "tag good", text: "best node" }));
     else if (onBest.has(id)) tags.appendChild(el("span", { class: "tag good", text: "on the best path" }));
     if (id === data.root) tags.appendChild(el("span", { class: "tag", text: "root" }));
+    if (n.partial) tags.appendChild(el("span", { class: "tag partial", text: "partial result" }));
     panel.appendChild(el("h2", {}, `Node #${n.order} `, el("code", { text: id })));
     panel.appendChild(tags);
     const mean = n.visits ? n.value_sum / n.visits : null;
     panel.appendChild(table(["score", "visits", "mean reward", "depth", "changed lines from root"],
-      [[fmt(n.score), n.visits, fmt(mean), n.depth, n.diff_size]]));
+      [[scoreText(n), n.visits, fmt(mean), n.depth, n.diff_size]]));
     panel.appendChild(el("h3", { text: "Tests" }));
     const t = n.tests || {};
     panel.appendChild(el("div", { class: "tests-summary", text: t.summary || "(not scored)" }));
+    if (n.partial) {
+      panel.appendChild(el("div", { class: "partial-detail", text:
+        `${partialText(n.partial)}: a failing-first screen stopped early` + (n.partial.reason ? ` (${n.partial.reason})` : "") +
+        `; the score ${scoreText(n)} is a lower bound (the ${n.partial.not_run} tests not run count as failed)` }));
+    }
     if ((t.failing || []).length) {
       const ul = el("ul", { class: "failing" });
       for (const f of t.failing.slice(0, 200)) ul.appendChild(el("li", {}, el("code", { text: f })));

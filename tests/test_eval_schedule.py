@@ -242,14 +242,17 @@ def test_eval_pool_worker_does_not_import_swebench_for_an_instance_that_does_not
 _PROBE = """
 import json, sys
 from treesearch.eval.environment import swebench_specs
-spec = swebench_specs("astropy/astropy", "4.3")
+spec = swebench_specs(sys.argv[1], "4.3")
 print(json.dumps({"spec": spec, "imported": "swebench" in sys.modules}))
 """
 
 
-@pytest.mark.parametrize("has_specs", [False, True])
+@pytest.mark.parametrize(
+    ("has_specs", "repo"),
+    [(False, "astropy/astropy"), (True, "astropy/astropy"), (True, "acme/calc")],
+)
 def test_swebench_lookup_imports_the_package_only_when_it_can_hold_specs(
-    tmp_path: Path, has_specs: bool
+    tmp_path: Path, has_specs: bool, repo: str
 ) -> None:
     # A swebench package on disk: a 5.x-like one (no per-version specs in harness/constants)
     # or a 4.x-like one that has them.
@@ -263,11 +266,11 @@ def test_swebench_lookup_imports_the_package_only_when_it_can_hold_specs(
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), str(ROOT)]))
     proc = subprocess.run(
-        [sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env, check=False
+        [sys.executable, "-c", _PROBE, repo], capture_output=True, text=True, env=env, check=False
     )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
-    if has_specs:
+    if has_specs and repo == "astropy/astropy":
         assert got == {"spec": {"install": "pip install -e ."}, "imported": True}
-    else:
-        assert got == {"spec": None, "imported": False}  # nothing to find: not imported
+    else:  # nothing to find (no specs, or none of this repository): not imported
+        assert got == {"spec": None, "imported": False}

@@ -161,28 +161,35 @@ def look_up(items: Iterable[Instance], table: SetupTable | None = None) -> dict[
 _SPECS: list[Mapping[str, Any] | None] = []
 
 
-def _may_have_specs() -> bool:
-    """Can the installed swebench hold per-version specs? Its releases 5.x and later have no
-    ``MAP_REPO_VERSION_TO_SPECS`` anywhere in ``swebench/harness/constants``: importing the
-    package (a second or two: pandas, datasets, docker) to find that out would be for nothing.
-    Reads the package's files without importing it."""
-    found = importlib.util.find_spec("swebench")  # a top-level name: nothing is imported
-    if found is None or not found.submodule_search_locations:
-        return False
-    for folder in found.submodule_search_locations:
-        constants = Path(folder) / "harness" / "constants"
-        files = sorted(constants.glob("*.py")) or [constants.with_suffix(".py")]
-        for file in files:
-            with contextlib.suppress(OSError):
-                if "MAP_REPO_VERSION_TO_SPECS" in file.read_text(encoding="utf-8"):
-                    return True
-    return False
+_CONSTANTS: list[str] = []
+
+
+def _constants_text() -> str:
+    """The text of the installed swebench's ``harness/constants`` files ("" without swebench),
+    read once per process without importing the package."""
+    if not _CONSTANTS:
+        found = importlib.util.find_spec("swebench")  # a top-level name: nothing is imported
+        parts: list[str] = []
+        for folder in (found.submodule_search_locations or []) if found else []:
+            constants = Path(folder) / "harness" / "constants"
+            for file in sorted(constants.glob("*.py")) or [constants.with_suffix(".py")]:
+                with contextlib.suppress(OSError):
+                    parts.append(file.read_text(encoding="utf-8"))
+        _CONSTANTS.append("\n".join(parts))
+    return _CONSTANTS[0]
+
+
+def _may_have_specs(repo: str) -> bool:
+    """Can the installed swebench hold a spec of ``repo``? Its releases 5.x and later have no
+    ``MAP_REPO_VERSION_TO_SPECS`` anywhere in ``swebench/harness/constants``, and a repository
+    it knows is named there as a string: importing the package (two to five seconds: pandas,
+    datasets, docker) to find out that it has no spec would be for nothing."""
+    text = _constants_text()
+    return "MAP_REPO_VERSION_TO_SPECS" in text and (f'"{repo}"' in text or f"'{repo}'" in text)
 
 
 def _swebench_spec_map() -> Mapping[str, Any] | None:
-    # Imported once per process (the package takes a second or two to import).
-    if not _SPECS and not _may_have_specs():
-        _SPECS.append(None)
+    # Imported once per process (the package takes seconds to import).
     if not _SPECS:
         try:
             from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS  # type: ignore
@@ -196,6 +203,8 @@ def _swebench_spec_map() -> Mapping[str, Any] | None:
 def swebench_specs(repo: str, version: str) -> dict[str, Any] | None:
     """SWE-bench's spec for (repo, version) when the installed ``swebench`` has one (its 2.x-4.x
     releases keep them in ``swebench.harness.constants``; 5.x moved set-up to Dockerfiles)."""
+    if not _SPECS and not _may_have_specs(repo):
+        return None  # not imported for a repository it does not name
     specs = _swebench_spec_map()
     spec = (specs or {}).get(repo, {}).get(version)
     return dict(spec) if isinstance(spec, Mapping) else None

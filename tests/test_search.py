@@ -113,6 +113,7 @@ GOLDEN_CASES: dict[str, tuple[str, dict[str, Any], str]] = {
     # first and mark partial nodes; the failing_first cases cover that order.
     "calc-bfs.json": ("bfs", {}, "all"),
     "calc-best_first.json": ("best_first", {}, "all"),
+    "calc-best_first-patience3.json": ("best_first", {"patience": 3}, "all"),
     "calc-beam.json": ("beam", {"width": 2}, "all"),
     "calc-mcts.json": ("mcts", {"c": 1.0}, "all"),
     "calc-random.json": ("random", {}, "all"),

@@ -70,8 +70,11 @@ class DyingAgent:
 class TallyAgent:
     """Keeps a tally per node in the agents' cache folder, as the mutation agent keeps its log
     of the programs a node produced: attempt ``a`` writes ``tally.txt`` with the number of
-    earlier attempts it found on record, then records itself. Slow enough that two attempts
-    sent at once would overlap."""
+    earlier attempts it found on record, then records itself. An attempt that finds another
+    attempt of its node in flight (its marker in ``tally/``) records the overlap in
+    ``tally/overlaps``. (That two attempts of a pair are never sent at once is asserted from
+    the dispatch events, whatever the timing:
+    ``test_parallel_search_never_has_two_attempts_of_a_dependent_pair_unfinished``.)"""
 
     def __init__(self, config: dict[str, Any]) -> None:
         pass
@@ -80,10 +83,16 @@ class TallyAgent:
         assert ctx.cache_dir is not None
         log = ctx.cache_dir / "tally" / f"{ctx.node}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
+        mark = log.parent / f"{ctx.node}.{ctx.attempt}.inflight"
+        mark.touch()
         seen = len(log.read_text().splitlines()) if log.exists() else 0
-        time.sleep(0.5)
+        others = [p.name for p in log.parent.glob(f"{ctx.node}.*.inflight") if p != mark]
+        if others:
+            with (log.parent / "overlaps").open("a") as f:
+                f.write(f"{ctx.node} {ctx.attempt} with {others}\n")
         with log.open("a") as f:
             f.write(f"{ctx.attempt}\n")
+        mark.unlink()
         return ScriptedAgent([{"write": "tally.txt", "content": f"{seen}\n"}]).run(ctx)
 
 
@@ -489,6 +498,8 @@ def test_parallel_search_runs_the_attempts_of_a_node_one_after_another_as_sequen
             attempt = g.edges[parent, child]["attempt"]
             assert (dest / "tally.txt").read_text() == f"{attempt}\n", (parent, child)
         store.close()
+        tallies = list((base / "home").rglob("tally"))
+        assert tallies and not [p for t in tallies for p in t.glob("overlaps")]
         graphs.append(to_json(g, stable=True))
     assert graphs[0] == graphs[1]
 
@@ -631,10 +642,11 @@ def test_parallel_search_killed_resumes_to_the_same_graph(tmp_path: Path, sig: i
     while time.monotonic() < deadline:  # until a few expansions are on record
         events = run_dir / "events.jsonl"
         pids = worker_pids(proc.pid) or pids
-        if events.exists() and events.read_text().count('"expansion"') >= 3:
+        recorded = events.read_text().count('"expansion"') if events.exists() else 0
+        started = len(list((run_dir / "transcripts").glob("*.session.jsonl")))
+        if recorded >= 3 and started > recorded:  # and an expansion under way: inside a batch
             break
-        time.sleep(0.05)
-    time.sleep(0.2)  # inside a batch
+        time.sleep(0.05)  # (polling, not timing: the condition above decides)
     pids = worker_pids(proc.pid) or pids
     assert len(pids) == 2
     os.kill(proc.pid, sig)  # the controller alone: its workers must end with it

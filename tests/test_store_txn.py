@@ -600,6 +600,80 @@ def test_restore_that_fails_before_writing_says_nothing_was_changed(
     assert not (workspace / "big.bin").exists()
 
 
+def _hard_linked_pair(workspace: Path, home: Path, write) -> tuple[Path, dict[str, Any]]:
+    """Snapshots "new" (``h`` and ``z`` changed, ``z`` 100 kB) and "old", at which the
+    workspace is left with ``h`` linked from outside it; returns that outside link and the
+    digest of "new"."""
+    write(workspace, "h", "new h\n")
+    write(workspace, "z", b"z" * 100_000)
+    assert snap(workspace, home, "capture", "-l", "new").returncode == 0
+    new = tree_digest(workspace)
+    write(workspace, "h", "old h\n")
+    write(workspace, "z", "old z\n")
+    outside = workspace.parent / "outside-h"
+    os.link(workspace / "h", outside)
+    assert snap(workspace, home, "capture", "-l", "old").returncode == 0
+    return outside, new
+
+
+def test_a_rollback_puts_back_a_hard_linked_file_it_wrote_over_as_the_very_file(
+    workspace: Path, home: Path, write
+) -> None:
+    """A restore writes a new file over a hard-linked one (the other link keeps the old
+    content). Regression: rolling back wrote a copy of the old content, which took its size
+    again (the other link holds the old file): on a full disk, "rolling back failed too". The
+    restore keeps the file aside (another link to it, no room), and the rollback renames it
+    back: the very file, linked as before, and nothing left in the workspace."""
+    outside, new = _hard_linked_pair(workspace, home, write)
+    old = tree_digest(workspace)
+    ino = outside.stat().st_ino
+    # A real failure after ``h`` is written: ``z`` runs into the file size limit.
+    failed = snap(workspace, home, "restore", "new", preexec_fn=_limit_file_size(24 * 1024))
+    assert failed.returncode == 1 and "rolled back to how it was" in failed.stderr, failed.stderr
+    assert tree_digest(workspace) == old
+    assert (workspace / "h").stat().st_ino == ino and outside.stat().st_nlink == 2
+    assert outside.read_text() == "old h\n"
+    done = snap(workspace, home, "restore", "new")
+    assert done.returncode == 0, done.stderr
+    assert tree_digest(workspace) == new  # (nothing kept aside is left)
+    assert outside.read_text() == "old h\n" and outside.stat().st_nlink == 1
+
+
+def test_a_restore_killed_with_a_hard_linked_file_kept_aside_is_recovered_without_it(
+    workspace: Path, home: Path, write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a restore keeps aside for its rollback (``h``'s other link) is in the workspace
+    while it runs; after a kill, recovery removes it (the other link still holds the file)."""
+    from treesearch.store._fs import SafeTree
+
+    outside, new = _hard_linked_pair(workspace, home, write)
+    store = ShadowStore.open(workspace, home=home)
+
+    class Killed(BaseException):
+        pass
+
+    real = SafeTree.write_file
+
+    def write_file(self: SafeTree, rel: str, *args: Any, **kw: Any) -> None:
+        if rel == "z":
+            raise Killed
+        real(self, rel, *args, **kw)
+
+    monkeypatch.setattr(SafeTree, "write_file", write_file)
+    with pytest.raises(Killed):
+        store.restore("new")
+    store.close()
+    monkeypatch.undo()
+    assert any(p.name.endswith(".kept") for p in workspace.iterdir())  # ``h`` is kept aside
+    again = ShadowStore.open(workspace, home=home)
+    assert again.recovered is not None and "completed" in again.recovered
+    assert tree_digest(workspace) == new  # (nothing kept aside is left)
+    assert outside.read_text() == "old h\n" and outside.stat().st_nlink == 1
+    again.undo()
+    assert (workspace / "h").read_text() == "old h\n" and (workspace / "z").read_text() == "old z\n"
+    again.close()
+
+
 def _killed_after_its_journal(
     store: ShadowStore, commit: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -917,17 +991,101 @@ def _fill_to(fs: Path, free_pages: int) -> Path:
     return filler
 
 
+def _put(ws: Path, files: dict[str, bytes | str]) -> None:
+    """Make ``ws`` hold exactly ``files`` (a ``str`` value: a symlink to it)."""
+    for p in sorted(ws.rglob("*"), key=lambda p: -len(p.parts)):
+        if p.is_symlink() or not p.is_dir():
+            p.unlink()
+        else:
+            p.rmdir()
+    for rel, data in files.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, str):
+            os.symlink(data, ws / rel)
+        else:
+            (ws / rel).write_bytes(data)
+
+
+def _links_and_sizes(fs: Path) -> tuple[Path, Path, dict[str, Any], dict[str, Any]]:
+    """A workspace on ``fs`` with snapshots "big" and "small" (at which it is left) that differ
+    in every way a rollback has to undo: files that grow, one that shrinks, new and deleted
+    ones in new and deleted folders, long symlinks (a page each on a tmpfs) that become files
+    and files that become them; ``h`` and ``g/g`` are linked from outside the workspace
+    (``_link_outside``) and the restore writes over the one and deletes the other."""
+    page = 4096
+    same: dict[str, bytes | str] = {f"same/{i:02}": f"{i}\n".encode() for i in range(20)}
+    small: dict[str, bytes | str] = {
+        "A.lnk": "x" * 300,
+        "C": b"c" * page,
+        "g/g": b"g" * (2 * page),
+        "h": b"h" * (4 * page),
+        "old/o": b"o" * (2 * page),
+        "s": b"s" * (4 * page),
+        "z.lnk": b"z" * page,
+        **{f"f{i}": f"small {i}\n".encode() for i in range(4)},
+        **same,
+    }
+    big: dict[str, bytes | str] = {
+        "A.lnk": b"a" * page,
+        "C": b"C" * (5 * page),
+        "D": b"D" * (10 * page),
+        "h": b"H" * (4 * page),
+        "new/n": b"n" * (3 * page),
+        "s": b"S\n",
+        "z.lnk": "y" * 300,
+        **{f"f{i}": bytes([65 + i]) * (3 * page) for i in range(4)},
+        **same,
+    }
+    ws, home = fs / "ws", fs / "home"
+    ws.mkdir()
+    home.mkdir()
+    _put(ws, big)
+    assert snap(ws, home, "capture", "-l", "big").returncode == 0
+    big_digest = tree_digest(ws)
+    _put(ws, small)
+    assert snap(ws, home, "capture", "-l", "small").returncode == 0
+    return ws, home, big_digest, tree_digest(ws)
+
+
+_LINKED = ("h", "g/g")
+
+
+def _link_outside(ws: Path) -> dict[str, tuple[int, bytes]]:
+    """Link ``_LINKED`` from outside ``ws`` (again: a restore that wrote them broke the link);
+    returns each one's inode and content."""
+    out = {}
+    for i, rel in enumerate(_LINKED):
+        outside = ws.parent / f"outside-{i}"
+        outside.unlink(missing_ok=True)
+        os.link(ws / rel, outside)
+        out[rel] = (outside.stat().st_ino, outside.read_bytes())
+    return out
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("files", ["ten growing files", "links and sizes"])
 def test_restore_on_a_full_disk_completes_or_rolls_back_and_says_which_at_every_free_space(
-    small_fs: Path,
+    small_fs: Path, files: str
 ) -> None:
     """Regression: a restore that ran out of disk after writing every file said "restore
-    failed" and left a journal. At every level of free space (page by page), a restore completes
-    or rolls back (or changes nothing), says which, and the workspace is where it says."""
-    ws, home, big, small = _big_and_small(small_fs)
+    failed" and left a journal; a rollback could need room that the files it put back needed
+    ("rolling back failed too": it rewrote files the restore never reached, a copy of a
+    hard-linked one taking its size again; a long symlink took a page, in path order, before a
+    file that shrank freed one). At every level of free space, page by page over the whole
+    range where the restore runs out, a restore completes or rolls back (or changes nothing)
+    and says which; the workspace is where it says, every file byte-exact, a hard-linked file
+    rolled back the very file it was; and with room again the store is sound, and undo and
+    restore work."""
+    build = _big_and_small if files == "ten growing files" else _links_and_sizes
+    ws, home, big, small = build(small_fs)
+    linked = files == "links and sizes"
     store_dir = next(home.iterdir())
     seen: dict[str, int] = {}
-    for free in range(0, 40):
+    completed_in_a_row = 0
+    for free in range(0, 200):
+        if completed_in_a_row == 2:
+            break
+        before = _link_outside(ws) if linked else {}
         filler = _fill_to(small_fs, free)
         r = snap(ws, home, "restore", "big")
         journal = journal_pending(store_dir / "journal.json")
@@ -946,14 +1104,28 @@ def test_restore_on_a_full_disk_completes_or_rolls_back_and_says_which_at_every_
         else:
             raise AssertionError(f"{free} free pages: unexplained outcome: {r.stderr}")
         assert r.returncode == 0 or r.stderr.count("\n") == 1, r.stderr
+        for i, rel in enumerate(_LINKED if linked else ()):
+            ino, content = before[rel]
+            assert (small_fs / f"outside-{i}").read_bytes() == content, (free, rel)
+            if kind in ("rolled back", "unchanged"):
+                assert (ws / rel).stat().st_ino == ino, (free, kind, rel)
         seen[kind] = seen.get(kind, 0) + 1
+        completed_in_a_row = completed_in_a_row + 1 if kind.startswith("completed") else 0
         filler.unlink()
-        back = snap(ws, home, "restore", "small")  # with room again: recovers, then restores
-        assert back.returncode == 0, back.stderr
-        assert tree_digest(ws) == small and not journal_pending(store_dir / "journal.json")
+        # With room again (an interrupted restore recovered on open): sound, undo and restore.
+        with ShadowStore.open(ws, home=home) as store:
+            store.fsck()
+            if kind.startswith("completed"):
+                store.undo()
+            else:
+                store.restore("big")
+                assert tree_digest(ws) == big, free
+                store.undo()
+            assert tree_digest(ws) == small and not journal_pending(store_dir / "journal.json")
+    assert completed_in_a_row == 2, seen
     # Some level ran out of room after every file was written, and the restore said it completed.
     assert seen.get("completed with a warning", 0) + seen.get("completed, not recorded", 0), seen
-    assert seen.get("completed", 0) and (seen.get("rolled back", 0) or seen.get("unchanged", 0))
+    assert seen.get("rolled back", 0) > 5 and seen.get("unchanged", 0), seen
 
 
 @pytest.mark.slow

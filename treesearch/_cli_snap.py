@@ -180,6 +180,7 @@ def _cmd_gc(args: argparse.Namespace) -> int:
         labelled=args.labelled,
         drop=args.drop,
         dry_run=args.dry_run,
+        release=args.release,
     )
     _say_notes(store)
     if args.json:
@@ -187,6 +188,17 @@ def _cmd_gc(args: argparse.Namespace) -> int:
         d["snapshots"] = [_snap_dict(s) for s in result.snapshots]
         _emit_json(d)
         return 0
+    for h in result.held:
+        others = h.snapshots != len(h.commits)
+        what = f"{h.snapshots} snapshots" + (
+            f" + {len(h.commits) - h.snapshots} worker step snapshots" if others else ""
+        )
+        if h.released is None:
+            where = f" while {h.holder} exists" if h.holder else " until released"
+            print(f"keeps {h.name}: {what}{where}")
+        else:
+            verb = "would release" if result.dry_run else "released"
+            print(f"{verb} {h.name} ({h.released}): {what}")
     verb = "would drop" if result.dry_run else "dropped"
     for s in result.snapshots:
         created = s.created_iso[:19].replace("T", " ")
@@ -288,7 +300,17 @@ def add_snap(sub: Any) -> None:
         help="drop this snapshot (a label: every snapshot with it); repeatable",
     )
     p.add_argument(
-        "--dry-run", action="store_true", help="list what would be dropped; change nothing"
+        "--release",
+        action="append",
+        default=[],
+        metavar="RUN",
+        help="let a run's nodes go although its run directory still exists (a run id, as "
+        "listed by --dry-run); repeatable. A run whose directory is gone is released anyway",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list what would be dropped and what each kept run holds; change nothing",
     )
     _store_args(p)
     p.set_defaults(handler=_cmd_gc)

@@ -34,6 +34,7 @@ from treesearch.isolation import resolve as resolve_isolation
 from treesearch.report import try_write_report
 from treesearch.runs import RunDir, new_run_id
 from treesearch.runs.cleanup import claim_copy, copy_note, make_workspace_copy
+from treesearch.runs.keep import KeepingSink, keep_name
 from treesearch.runs.resolved import check_runs_dir, check_workspace, resolved_config, store_home
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.heldout import check_grade_files, grade_in_copy
@@ -304,6 +305,9 @@ def _search_scored(
         for name, s in cfg.strategies.items()
     }
     pool = _worker_pool(loaded, store, scorer, isolation)
+    # Every state the run names stays in the store while the run directory exists (snap gc).
+    sink = KeepingSink(run, lambda commits: store.keep(keep_name(run), commits, holder=run.path))
+    sink.hold(events)
     if pool is not None:
         pool.on_note = scorer.warm.on_note
         pool.warm_source = functools.partial(_warm_copy, scorer, store.workspace)
@@ -317,7 +321,7 @@ def _search_scored(
         seed=cfg.search.seed,
         task=cfg.task,
         stop_on_perfect=cfg.search.stop_on_perfect,
-        sink=run,
+        sink=sink,
         on_progress=on_progress,
         max_consecutive_errors=cfg.search.max_consecutive_errors,
         isolation=isolation,
@@ -365,6 +369,7 @@ def _search_scored(
     if events and stop is None and on_note is not None and result.usage.expansions == done:
         why = explain_stop(result.stop_reason, controller.budget, result.usage, result.stop_detail)
         on_note(f"nothing to do: {why}")
+    sink.hold()  # (the session files of the last expansions, aborted ones too)
     return _finish(loaded, run, store, scorer, result, time.perf_counter() - t0, isolation)
 
 
@@ -435,7 +440,6 @@ def _finish(
     g = result.graph
     root = G.root_of(g)
     best = result.best
-    store.pin(best, f"run-{run.path.name}")
     patch = store.diff(root, best).patch if best != root else ""
     run.write_text("best.patch", patch)
     run.write_jsonl(

@@ -619,3 +619,9 @@ def _check_policy_params(cfg: Config, source: str) -> None:
                 f"{source}: search.params.{key}: not a parameter of policy "
                 f"{cfg.search.policy!r} (allowed: {', '.join(allowed) or 'none'})"
             )
+    patience = cfg.search.params.get("patience")
+    if patience is not None and (patience < 0 or patience != int(patience)):
+        raise ConfigError(
+            f"{source}: search.params.patience: must be a whole number of expansions >= 0 "
+            f"(0: no patience), got {patience!r}"
+        )

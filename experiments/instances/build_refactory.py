@@ -155,8 +155,8 @@ def build_one(entry: Path, meta: dict[str, Any], out: Path, tmp: Path, seed: int
         "fix_size_lines": meta.get("fix_size_lines"),
         "per_test_timeout": per_test,
         "split_seed": seed,
-        "search_tests": len(search),
-        "heldout_tests": len(held),
+        "search_test_count": len(search),
+        "heldout_test_count": len(held),
     }
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from treesearch.session._log import FORMAT as FORMAT
 from treesearch.session._log import VERSION as VERSION
+from treesearch.session._log import commits_named
 from treesearch.session._session import TransactionalSession
 from treesearch.session._store import SessionStore
 from treesearch.session._tools import BUILTIN_TOOLS
@@ -58,6 +59,7 @@ __all__ = [
     "SessionDeadlineError",
     "SessionStore",
     "Step",
+    "commits_named",
     "ToolCall",
     "ToolEnv",
     "ToolFn",

@@ -28,6 +28,7 @@ __all__ = [
     "LogRead",
     "SessionFile",
     "child_records",
+    "commits_named",
     "header_fields",
     "limits_to_json",
     "read_log",
@@ -77,6 +78,34 @@ def header_fields(record: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- writing --------------------------------------------------------------------------------------
+
+
+def commits_named(file: Path) -> list[str]:
+    """Every store commit a session file names (the root, each step's before and after, live
+    states; rewound steps too), in file order; lines that cannot be read are skipped (a file
+    cut short still names the commits of its good records)."""
+    out: dict[str, None] = {}
+
+    def walk(value: Any, key: str = "") -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, k)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, key)
+        elif isinstance(value, str) and key.endswith("commit") and len(value) == 40:
+            out[value] = None
+
+    try:
+        raw = file.read_bytes()
+    except OSError:
+        return []
+    for chunk in raw.split(b"\n"):
+        try:
+            walk(json.loads(chunk))
+        except ValueError:
+            continue
+    return list(out)
 
 
 def snapshot_records(header: dict[str, Any], history: History) -> list[dict[str, Any]]:

@@ -10,7 +10,14 @@ from treesearch.store._catalogue import label_problem
 from treesearch.store._hold import HolderRecord, WorkspaceHold
 from treesearch.store._locate import find_workspace
 from treesearch.store._patches import patches
-from treesearch.store.shadow import GcResult, ShadowStore, TreeEntry, default_home, store_dir_for
+from treesearch.store.shadow import (
+    GcResult,
+    Held,
+    ShadowStore,
+    TreeEntry,
+    default_home,
+    store_dir_for,
+)
 from treesearch.store.values import (
     CaptureStats,
     Diff,
@@ -25,6 +32,7 @@ __all__ = [
     "Diff",
     "FileChange",
     "GcResult",
+    "Held",
     "HolderRecord",
     "RestoreResult",
     "ShadowStore",

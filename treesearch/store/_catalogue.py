@@ -1,8 +1,13 @@
 """The catalogue of snapshots: recording them as commits, finding them again (resolve, log,
-labels), the store's small state file (last snapshot, undo target, generation), pins and gc.
+labels), the store's small state file (last snapshot, undo target, generation), pins, held sets
+and gc.
 
 Every snapshot is a commit under ``refs/treesearch/snapshots/`` whose message carries its label,
-meta and kind; pins are refs under ``refs/treesearch/pins/``. What git's tree cannot hold
+meta and kind; pins are refs under ``refs/treesearch/pins/``. A pin names one snapshot, or a
+*held set*: a commit of the empty tree whose parents are the commits held (a run's nodes and
+the step snapshots its session files name, some of them commits of a search worker's store that
+no ref of this store names) and whose one-line message names the holder, a folder: while the
+folder exists ``gc`` keeps every one of them; once it is gone, ``gc`` lets the set go. What git's tree cannot hold
 (permission bits other than git's 644/755, empty folders) is a JSON blob of its own, named by id in
 the message (``"fsmeta"``) and kept reachable by ``refs/treesearch/meta/<id>``: snapshots with the
 same metadata share one blob, so a 0664 checkout (umask 002) costs its list of modes once, not once
@@ -21,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from treesearch.errors import CaptureError, RefError
+from treesearch.errors import CaptureError, GcError, RefError
 from treesearch.store._fs import atomic_write
 from treesearch.store._git import GitFailed, GitRunner, blob_oid, fixed_commit_date
 from treesearch.store._objects import commit_content, write_object
@@ -35,6 +40,8 @@ STORE_FORMAT = 1
 """The store folder's layout (its ``format`` file)."""
 SNAPSHOT_FORMAT = 2
 """Snapshot messages written now: 2 names the metadata blob; 1 (read too) held it inline."""
+KEEP_TITLE = "treesearch keep "
+"""The start of a held set's message; the rest of its one line is JSON (``holder``)."""
 SNAP_REFS = "refs/treesearch/snapshots/"
 PIN_REFS = "refs/treesearch/pins/"
 META_REFS = "refs/treesearch/meta/"
@@ -68,6 +75,24 @@ class GcResult:
     dry_run: bool = False
     snapshots: tuple[Snapshot, ...] = ()
     """The dropped (or, with ``dry_run``, to be dropped) snapshots, newest first."""
+    held: tuple[Held, ...] = ()
+    """The held sets (a run's nodes): those kept and those let go (``released``)."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """A named set of commits ``gc`` keeps while its holder folder exists (``ShadowStore.keep``)."""
+
+    name: str
+    holder: str | None
+    """The folder (a run directory) whose existence holds the set; ``None``: held until
+    released by name."""
+    commits: tuple[CommitId, ...]
+    snapshots: int
+    """How many of ``commits`` are snapshots of this store (the others: step snapshots of a
+    search worker's store, kept with their objects)."""
+    released: str | None = None
+    """Why ``gc`` let the set go (``None``: kept)."""
 
 
 @dataclass
@@ -134,6 +159,11 @@ class Catalogue:
         """Commit id -> id of its metadata blob (format 2 snapshots that have metadata)."""
         self._blobs: dict[str, tuple[dict[str, int], tuple[str, ...]]] = {}
         """Metadata blob id -> (modes, empty folders): blobs never change, so never stale."""
+        self._found: set[str] = set()
+        """Commits ``keep`` found in the object folder (no snapshot of this store); forgotten
+        by ``gc``."""
+        self._tips: dict[str, str] = {}
+        """Held set ref -> its newest commit, as this object last wrote it."""
 
     # ------------------------------------------------------------------ state
 
@@ -145,6 +175,8 @@ class Catalogue:
         if self.state.generation == self.gen_seen:
             return False
         self.snapshots = None
+        self._found.clear()
+        self._tips.clear()
         self.gen_seen = self.state.generation
         return True
 
@@ -432,6 +464,90 @@ class Catalogue:
     def unpin(self, name: str) -> None:
         self.run(["update-ref", "-d", PIN_REFS + _ref_name(name)])
 
+    def keep(self, name: str, commits: Iterable[str], holder: str | None) -> int:
+        """Add ``commits`` to what ``name`` holds, held while the folder ``holder`` exists.
+
+        Each call writes one small commit whose parents are the set's previous commit and the
+        commits added (a chain: a run adding a node per expansion writes a node's worth each
+        time, never the whole set again). Commits not in the object folder (or not commits) are
+        left out: a parent git cannot find would fail every later ``gc``. Returns how many
+        were added."""
+        ref = PIN_REFS + _ref_name(name)
+        prev = self._tips.get(ref)
+        if prev is None:
+            try:
+                prev = self.run(["rev-parse", "--verify", "--quiet", ref]).decode().strip()
+            except GitFailed:
+                prev = ""
+        known = self.load()
+        held: list[str] = []
+        for c in dict.fromkeys(commits):
+            if c in known or c in self._found:
+                held.append(c)
+                continue
+            if len(c) != 40 or not set(c) <= _HEX:
+                continue
+            try:
+                kind, _ = self.objects.read_object(c)
+            except GitFailed:
+                continue
+            if kind == b"commit":
+                held.append(c)
+                self._found.add(c)
+        self.trees.flush()  # (a held commit whose objects wait in a pack of the scan)
+        tree = write_object(self.objects_dir, "tree", b"", tmp_dir=self._object_tmp)
+        line = json.dumps({"holder": holder}, sort_keys=True, ensure_ascii=True)
+        parents = ([prev] if prev else []) + held
+        content = commit_content(tree, f"{KEEP_TITLE}{line}\n".encode(), 0, parents)
+        oid = write_object(self.objects_dir, "commit", content, tmp_dir=self._object_tmp)
+        self._write_ref(ref, oid)
+        self._tips[ref] = oid
+        return len(held)
+
+    def holds(self) -> tuple[dict[str, str], list[Held]]:
+        """The pins of single snapshots (ref name -> commit) and the held sets."""
+        fmt = "%(refname)%00%(objectname)%00%(contents:subject)"
+        out = self.run(["for-each-ref", f"--format={fmt}", PIN_REFS]).decode("utf-8", "replace")
+        single: dict[str, str] = {}
+        tips: dict[str, tuple[str, str]] = {}
+        for line in out.splitlines():
+            ref, oid, subject = (line.split("\0") + ["", ""])[:3]
+            name = ref[len(PIN_REFS) :]
+            if subject.startswith(KEEP_TITLE):
+                tips[name] = (oid, subject)
+            else:
+                single[name] = oid
+        if not tips:
+            return single, []
+        # Every commit of the chains: its parents, and whether it is a link of a chain.
+        walk = self.run(
+            ["log", "--format=%H%x00%P%x00%s", *sorted({oid for oid, _ in tips.values()})]
+        ).decode("utf-8", "replace")
+        graph: dict[str, tuple[list[str], bool]] = {}
+        for line in walk.splitlines():
+            oid, parents, subject = (line.split("\0") + ["", ""])[:3]
+            graph[oid] = (parents.split(), subject.startswith(KEEP_TITLE))
+        known = self.load()
+        sets: list[Held] = []
+        for name, (tip, subject) in sorted(tips.items()):
+            try:
+                holder = json.loads(subject[len(KEEP_TITLE) :]).get("holder")
+            except (ValueError, AttributeError):
+                holder = None
+            commits: dict[str, None] = {}
+            link: str | None = tip
+            while link is not None:
+                above = graph.get(link, ([], False))[0]
+                link = None
+                for p in above:
+                    if graph.get(p, ([], False))[1]:
+                        link = p
+                    else:
+                        commits[p] = None
+            held = tuple(CommitId(c) for c in commits)
+            sets.append(Held(name, holder, held, sum(c in known for c in held)))
+        return single, sets
+
     def disk_usage(self) -> int:
         """Bytes the store's objects take on disk."""
         total = 0
@@ -448,20 +564,34 @@ class Catalogue:
         protect: Iterable[str],
         drop_refs: Iterable[str],
         dry_run: bool,
+        release: Iterable[str] = (),
     ) -> GcResult:
-        """Drop the snapshots ``policy`` lets go, then (``max_bytes``) more, oldest first."""
+        """Drop the snapshots ``policy`` lets go, then (``max_bytes``) more, oldest first.
+        Held sets stay unless their holder folder is gone or ``release`` names them."""
         snaps = self.newest_first()
         keep: set[str] = {c for c in (self.state.last, self.state.undo) if c}
         keep.update(self.resolve(r).commit for r in protect)
-        pins = self.run(["for-each-ref", "--format=%(objectname)", PIN_REFS]).decode().split()
+        single, sets = self.holds()
+        held = _released(sets, list(release))
+        pins = set(single.values())
+        for h in held:
+            if h.released is None:
+                pins.update(h.commits)
         keep.update(pins)
         named = named_for_drop(snaps, drop_refs, keep, pins, lambda r: self.resolve(r).commit)
         drop = plan_gc(snaps, policy, keep=keep, drop=named, now=time.time())
         before = self.disk_usage()
         if dry_run:
             kept = len(snaps) - len(drop)
-            return GcResult(tuple(s.commit for s in drop), kept, before, before, True, tuple(drop))
+            return GcResult(
+                tuple(s.commit for s in drop), kept, before, before, True, tuple(drop), held
+            )
+        gone = "".join(f"delete {PIN_REFS}{h.name}\n" for h in held if h.released is not None)
+        if gone:
+            self.run(["update-ref", "--stdin"], input=gone.encode())
         self._drop(drop)
+        self._found.clear()
+        self._tips.clear()
         self.run(["gc", "--prune=now", "--quiet"])
         self.bump()  # other processes forget what they trusted (objects no ref held are gone)
         after = self.disk_usage()
@@ -475,7 +605,9 @@ class Catalogue:
                 self.run(["gc", "--prune=now", "--quiet"])
                 after = self.disk_usage()
         kept = len(snaps) - len(drop)
-        return GcResult(tuple(s.commit for s in drop), kept, before, after, False, tuple(drop))
+        return GcResult(
+            tuple(s.commit for s in drop), kept, before, after, False, tuple(drop), held
+        )
 
     def _drop(self, snaps: Sequence[Snapshot]) -> None:
         if not snaps:
@@ -502,6 +634,27 @@ def _body(contents: str) -> dict[str, Any] | None:
     if not isinstance(data, dict) or data.get("format") not in (1, SNAPSHOT_FORMAT):
         return None
     return data
+
+
+def _released(sets: Sequence[Held], release: Sequence[str]) -> tuple[Held, ...]:
+    """``sets`` with ``released`` set on those ``gc`` lets go: named in ``release`` (a name, or
+    a run id without its ``run-``), or held by a folder that is gone. Raises ``GcError`` for a
+    name in ``release`` that holds nothing."""
+    names = {h.name for h in sets}
+    for r in release:
+        if _ref_name(r) not in names and "run-" + _ref_name(r) not in names:
+            have = ", ".join(sorted(names)) or "none"
+            raise GcError(f"nothing is held under {r!r} (held: {have}); nothing was dropped")
+    asked = {_ref_name(r) for r in release} | {"run-" + _ref_name(r) for r in release}
+    out = []
+    for h in sets:
+        why = None
+        if h.name in asked:
+            why = "released by name"
+        elif h.holder is not None and not os.path.isdir(h.holder):
+            why = f"its folder {h.holder} is gone"
+        out.append(replace(h, released=why))
+    return tuple(out)
 
 
 def _ref_name(name: str) -> str:

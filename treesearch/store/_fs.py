@@ -3,6 +3,8 @@
 A path is resolved one component at a time with ``O_NOFOLLOW|O_DIRECTORY``, so a folder that was
 replaced by a symlink (pointing anywhere) stops the operation instead of being written through.
 Files are written to a temporary name in their final folder and renamed over the old entry.
+A restore keeps a hard-linked file it replaces aside in the root folder while it runs (``keep``):
+its rollback renames the very file back, which costs no room (a copy would).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -34,6 +36,14 @@ def temp_name(name: str, token: str) -> str:
     if len(name.encode("utf-8", "surrogateescape")) > 180:
         name = hashlib.sha1(name.encode("utf-8", "surrogateescape")).hexdigest()
     return f".{name}.ts-{token}"
+
+
+KEPT_PREFIX, KEPT_SUFFIX = ".ts-", ".kept"
+
+
+def kept_name(token: str, i: int) -> str:
+    """Name, in the root folder, of the ``i``-th file a restore keeps aside (``SafeTree.keep``)."""
+    return f"{KEPT_PREFIX}{token}-{i}{KEPT_SUFFIX}"
 
 
 class SafeTree:
@@ -90,36 +100,9 @@ class SafeTree:
         except (FileNotFoundError, NotADirectoryError):
             return None
 
-    def write_file(
-        self,
-        rel: str,
-        fill: Callable[[int], None],
-        perm: int,
-        token: str,
-        *,
-        make_room: bool = False,
-    ) -> None:
-        """Create ``rel`` atomically: ``fill(fd)`` writes the content of a fresh temp file.
-
-        ``make_room``: when the disk is full, remove the old file first and write again (no
-        longer atomic: only for callers whose journal can redo the write after a kill).
-        """
-        try:
-            self._write_file(rel, fill, perm, token)
-        except OSError as exc:
-            if not make_room or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-                raise
-            pfd, name = self._parent(rel, create=False)
-            try:
-                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
-            except FileNotFoundError:
-                raise exc from None
-            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                raise
-            os.unlink(name, dir_fd=pfd)
-            self._write_file(rel, fill, perm, token)
-
-    def _write_file(self, rel: str, fill: Callable[[int], None], perm: int, token: str) -> None:
+    def write_file(self, rel: str, fill: Callable[[int], None], perm: int, token: str) -> None:
+        """Create ``rel`` atomically: ``fill(fd)`` writes the content of a fresh temp file,
+        which is renamed over the old entry (a failure leaves that as it was)."""
         pfd, name = self._parent(rel, create=True)
         tmp = temp_name(name, token)
         # Made with its final permission bits where the umask lets them through (no fchmod, one
@@ -142,14 +125,35 @@ class SafeTree:
         self._rename(tmp, name, pfd)
 
     def write_symlink(self, rel: str, target: bytes, token: str) -> None:
+        """Create the symlink ``rel`` atomically (as ``write_file``)."""
         pfd, name = self._parent(rel, create=True)
         tmp = temp_name(name, token)
         try:
-            os.symlink(target, tmp, dir_fd=pfd)
-        except FileExistsError:
-            os.unlink(tmp, dir_fd=pfd)
-            os.symlink(target, tmp, dir_fd=pfd)
+            try:
+                os.symlink(target, tmp, dir_fd=pfd)
+            except FileExistsError:
+                os.unlink(tmp, dir_fd=pfd)
+                os.symlink(target, tmp, dir_fd=pfd)
+        except OSError as exc:
+            # (Named by its path: ``symlink`` names the link's target, which may be long.)
+            raise OSError(exc.errno, exc.strerror, rel) from None
         self._rename(tmp, name, pfd)
+
+    def make_room(self, rel: str) -> bool:
+        """Remove what is at ``rel`` if that frees room for a write of ``rel`` that found the
+        disk full: a regular file of one link, or a symlink (one longer than the filesystem
+        keeps in its inode has a block of its own). False, with nothing removed, when nothing
+        there would free any. (The write that follows is no longer atomic: only for callers
+        whose journal can redo it after a kill.)"""
+        try:
+            pfd, name = self._parent(rel, create=False)
+            st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        if not (stat.S_ISLNK(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink == 1)):
+            return False
+        os.unlink(name, dir_fd=pfd)
+        return True
 
     def _rename(self, tmp: str, name: str, pfd: int) -> None:
         try:
@@ -195,6 +199,46 @@ class SafeTree:
                 os.fchmod(fd, perm)
         finally:
             os.close(fd)
+
+    def keep(self, rel: str, kept: str, *, move: bool = False) -> bool:
+        """Keep the file at ``rel`` as ``kept`` in the root folder: a second link to it, or
+        (``move``) the file itself moved there. ``put_back`` returns the very file, its other
+        links included, at no cost in room. False, with nothing kept, where the filesystem
+        refuses (another filesystem mounted below the root, one without hard links)."""
+        pfd, name = self._parent(rel, create=False)
+        root = self._fds[""]
+        try:
+            if move:
+                os.rename(name, kept, src_dir_fd=pfd, dst_dir_fd=root)
+            else:
+                os.link(name, kept, src_dir_fd=pfd, dst_dir_fd=root, follow_symlinks=False)
+        except OSError:
+            return False
+        return True
+
+    def put_back(self, kept: str, rel: str) -> bool:
+        """Rename the file ``keep`` kept as ``kept`` over ``rel``; False if it cannot go there
+        (it stays where it is)."""
+        try:
+            pfd, name = self._parent(rel, create=True)
+            os.rename(kept, name, src_dir_fd=self._fds[""], dst_dir_fd=pfd)
+        except OSError:
+            return False
+        return True
+
+    def drop_kept(self, token: str, names: Iterable[str] | None = None) -> None:
+        """Remove what ``keep`` kept for the restore ``token``: ``names``, or else whatever
+        the root folder holds of it. (A link ``put_back`` put over another link of the same
+        file is still there: ``rename`` then leaves both.)"""
+        root = self._fds[""]
+        if names is None:
+            prefix = f"{KEPT_PREFIX}{token}-"
+            names = [
+                n for n in os.listdir(root) if n.startswith(prefix) and n.endswith(KEPT_SUFFIX)
+            ]
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=root)
 
     def remove_temp(self, rel: str, token: str) -> bool:
         """Remove a leftover temp file of an interrupted write of ``rel``."""

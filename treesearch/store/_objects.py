@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 
 from treesearch.store._fs import atomic_write
@@ -28,10 +29,11 @@ def object_id(kind: str, content: bytes) -> str:
     return hashlib.sha1(b"%s %d\0" % (kind.encode(), len(content)) + content).hexdigest()
 
 
-def commit_content(tree: str, message: bytes, date: int) -> bytes:
-    """What ``git commit-tree <tree> -F -`` (no parent) stores for ``message`` at ``date``."""
+def commit_content(tree: str, message: bytes, date: int, parents: Sequence[str] = ()) -> bytes:
+    """What ``git commit-tree <tree> [-p P]... -F -`` stores for ``message`` at ``date``."""
     stamp = f"{date} +0000"
-    head = f"tree {tree}\nauthor {IDENT} {stamp}\ncommitter {IDENT} {stamp}\n\n"
+    lines = "".join(f"parent {p}\n" for p in parents)
+    head = f"tree {tree}\n{lines}author {IDENT} {stamp}\ncommitter {IDENT} {stamp}\n\n"
     return head.encode() + message
 
 

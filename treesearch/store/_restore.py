@@ -17,19 +17,26 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from treesearch.errors import RecoveryError, RestoreError
 from treesearch.store._catalogue import Catalogue
 from treesearch.store._errors import describe, one_line
-from treesearch.store._fs import SafeTree, UnsafePathError, fill_empty, is_empty, make_empty
+from treesearch.store._fs import (
+    SafeTree,
+    UnsafePathError,
+    fill_empty,
+    is_empty,
+    kept_name,
+    make_empty,
+)
 from treesearch.store._git import GitFailed, GitRunner
 from treesearch.store._restore_check import checked_scan
 from treesearch.store._scan import Scan, Scanner
-from treesearch.store._trees import AHEAD_MAX, Trees
-from treesearch.store._walk import MODE, WalkResult, default_mode
+from treesearch.store._trees import AHEAD_MAX, ObjectReader, Trees
+from treesearch.store._walk import MODE, SIZE, WalkResult, default_mode
 from treesearch.store.values import RestoreResult, Snapshot
 from treesearch.types import TreeHash
 
@@ -53,6 +60,17 @@ class Plan:
     @property
     def empty(self) -> bool:
         return not (self.deletes or self.writes or self.chmods or self.prune or self.mkdirs)
+
+
+@dataclass
+class Done:
+    """What a restore's ``execute`` did so far: what its rollback has to undo."""
+
+    touched: set[str] = field(default_factory=set)
+    """Every path it changed (once it had): a path not in it is as it was."""
+    kept: dict[str, str] = field(default_factory=dict)
+    """Hard-linked files it wrote over or deleted, kept aside: path -> name in the root
+    folder (``SafeTree.keep``). Putting one back costs no room; a copy of it would."""
 
 
 class Restorer:
@@ -123,7 +141,7 @@ class Restorer:
         if plan.empty:
             self.catalogue.bump(last=target.commit, undo=safety.commit)
         else:
-            pruned, warning = self._carry_out(plan, token, safety, target)
+            pruned, warning = self._carry_out(plan, token, safety, target, scan.walk)
             warnings = [warning] if warning else []
         return RestoreResult(
             target=target,
@@ -138,16 +156,17 @@ class Restorer:
         )
 
     def _carry_out(
-        self, plan: Plan, token: str, safety: Snapshot, target: Snapshot
+        self, plan: Plan, token: str, safety: Snapshot, target: Snapshot, before: WalkResult
     ) -> tuple[list[str], str | None]:
-        """Execute a journalled plan; roll back on failure. Returns the folders pruned and a
-        warning (the index could not be updated)."""
+        """Execute a journalled plan; roll back on failure (``before``: the walk of the safety
+        scan). Returns the folders pruned and a warning (the index could not be updated)."""
+        done = Done()
         try:
-            pruned = self.execute(plan, token)
+            pruned = self.execute(plan, token, done=done)
         except Exception as exc:
             reason = describe(exc)
             try:
-                self._rollback(token, safety, plan, target)
+                self._rollback(token, safety, plan, target, done, before)
             except Exception as exc2:  # pragma: no cover - both directions failed
                 raise RestoreError(
                     f"restore to {target.commit[:12]} failed ({reason}) and rolling back "
@@ -163,6 +182,9 @@ class Restorer:
         # finds the rewritten files by their changed stat data.
         warning = self._sync_index_or_forget(plan, target.tree, pruned)
         try:
+            if done.kept:
+                with SafeTree(str(self.workspace)) as tree:
+                    tree.drop_kept(token, done.kept.values())
             self.catalogue.bump(last=target.commit, undo=safety.commit)
             make_empty(self.journal)
         except OSError as exc:
@@ -175,11 +197,18 @@ class Restorer:
 
     # ------------------------------------------------------------------ planning
 
-    def plan(self, scan: Scan, target: Snapshot) -> Plan:
+    def plan(self, scan: Scan, target: Snapshot, only: Collection[str] | None = None) -> Plan:
+        """What makes the workspace (its ``scan``) equal to ``target``; ``only``: the content
+        changes of these paths alone (the others are known to be as ``target`` has them)."""
         plan = Plan()
         current = scan.walk
         if scan.tree != target.tree:
             self._plan_content(plan, scan.tree, target)
+        if only is not None:
+            plan.deletes = [p for p in plan.deletes if p in only]
+            plan.writes = [w for w in plan.writes if w[0] in only]
+            plan.chmods = [c for c in plan.chmods if c[0] in only]
+            plan.index_modes = [m for m in plan.index_modes if m[0] in only]
         writing = {p for p, *_ in plan.writes}
         touched = writing | set(plan.deletes) | {p for p, _ in plan.chmods}
         # Permission bits: only files with a non-default mode on either side can differ.
@@ -272,40 +301,35 @@ class Restorer:
 
     # ------------------------------------------------------------------ execution
 
-    def execute(self, plan: Plan, token: str, root: Path | None = None) -> list[str]:
-        """Carry out ``plan``; returns the folders actually pruned."""
+    def execute(
+        self, plan: Plan, token: str, root: Path | None = None, done: Done | None = None
+    ) -> list[str]:
+        """Carry out ``plan``; returns the folders actually pruned. ``done`` (a restore's, in
+        the workspace) records what it did, for a rollback."""
         blobs = self.trees.objects  # (the store's: stays open)
         with SafeTree(str(root or self.workspace)) as tree:
+            put = _Put(tree, blobs, token, root is None, done)
             for path in plan.deletes:
-                tree.unlink(path)
+                if not put.keep(path, move=True):
+                    tree.unlink(path)
+                put.touch(path)
             pruned = [d for d in plan.prune if tree.rmdir(d)]
-            deferred: list[tuple[str, Callable[[int], None], int]] = []
+            # An entry that finds no room even so is written again after the others.
+            deferred: list[tuple[str, int, str, int]] = []
             for i, (path, mode, oid, perm) in enumerate(plan.writes):
                 if i % AHEAD_MAX == 0:  # (blobs not read in the process: one cat-file round trip)
                     blobs.ask_ahead([w[2] for w in plan.writes[i : i + AHEAD_MAX]])
-                if mode == 0o120000:
-                    tree.write_symlink(path, blobs.read(oid), token)
-                    continue
-                if mode not in (0o100644, 0o100755):
+                if mode not in (0o100644, 0o100755, 0o120000):
                     raise RestoreError(f"{path}: unsupported entry mode {mode:o} in the snapshot")
-
-                def fill(fd: int, oid: str = oid) -> None:
-                    with os.fdopen(os.dup(fd), "wb", buffering=1 << 20) as fh:
-                        blobs.read_to(oid, fh)
-
-                # In the workspace a journal is on record: on a full disk, the old file may go
-                # first (the safety snapshot holds it; recovery redoes the write after a kill),
-                # and a file that still finds no room is written again after the others.
-                try:
-                    tree.write_file(path, fill, perm, token, make_room=root is None)
-                except OSError as exc:
-                    if root is not None or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-                        raise
-                    deferred.append((path, fill, perm))
-            for path, refill, perm in deferred:
-                tree.write_file(path, refill, perm, token, make_room=True)
+                if put.making_room(path, mode, oid, perm) is not None:
+                    deferred.append((path, mode, oid, perm))
+            for write in deferred:
+                full = put.making_room(*write)
+                if full is not None:
+                    raise full
             for path, perm in plan.chmods:
                 tree.chmod(path, perm)
+                put.touch(path)
             for d in plan.mkdirs:
                 tree.mkdirs(d)
         return pruned
@@ -364,15 +388,46 @@ class Restorer:
 
     # ------------------------------------------------------------------ rollback & recovery
 
-    def _rollback(self, token: str, safety: Snapshot, plan: Plan, target: Snapshot) -> None:
+    def _rollback(
+        self,
+        token: str,
+        safety: Snapshot,
+        plan: Plan,
+        target: Snapshot,
+        done: Done,
+        before: WalkResult,
+    ) -> None:
+        """Put back what a failed restore changed (``done``) as its safety snapshot holds it
+        (``before``: the walk of its scan).
+
+        The rollback needs no room that the files it puts back need (a restore that ran out of
+        disk gets here with none left): it writes nothing to the store before they are back;
+        it rewrites only what the restore changed (a file it never reached may be hard-linked:
+        a copy would take its size again), and a hard-linked file it did change is the very
+        file, kept aside, renamed back; it puts back first what shrinks, last what grows; and
+        a write that still finds no room removes what is there first (``execute``)."""
+        # Sizes as the safety scan saw them: before the walk below updates what it shares.
+        sizes = {p: before.files[p][SIZE] for p in done.touched if p in before.files}
         self._cleanup_temps(token, [p for p, *_ in plan.writes])
+        with SafeTree(str(self.workspace)) as tree:
+            back_as_was = {
+                p for p, k in done.kept.items() if p in done.touched and tree.put_back(k, p)
+            }
+            tree.drop_kept(token, done.kept.values())
         # No scan: it would write the index and hash files into the store, taking the very
         # room a restore that ran out of disk freed (a full disk then failed the rollback too).
-        # Every path that differs between the safety and the target was in the plan, and going
-        # back from the target's tree rewrites each of them (done or not) to its safety state.
+        # Every path the restore changed was in its plan: going back from the target's tree
+        # rewrites each of them to its safety state, whether its write was done or not.
         self.scanner.forget_index()
         scan = Scan(target.tree, self.scanner.walk(verify=True), 0, 0.0)
-        back = self.plan(scan, safety)
+        back = self.plan(scan, safety, only=done.touched - back_as_was)
+        now = scan.walk.files
+
+        def growth(write: tuple[str, int, str, int]) -> int:
+            key = now.get(write[0])
+            return sizes.get(write[0], 0) - (key[SIZE] if key is not None else 0)
+
+        back.writes.sort(key=growth)
         self._sync_index_or_forget(back, safety.tree, self.execute(back, token))
         make_empty(self.journal)
 
@@ -397,6 +452,8 @@ class Restorer:
             return "discarded an unfinished journal of a restore that had not started"
         token, target_id, safety_id = data["token"], data["target"], data["safety"]
         self._cleanup_temps(token, data.get("writes", ()))
+        with SafeTree(str(self.workspace)) as tree:
+            tree.drop_kept(token)  # (hard-linked files kept aside: their other links hold them)
         snaps = self.catalogue.load()
         self.scanner.forget_index()
         for what, commit in (("completed", target_id), ("rolled back", safety_id)):
@@ -423,6 +480,75 @@ class Restorer:
             self._cleanup_temps(token, [p for p, *_ in plan.writes])
             self.scanner.forget_index()
             return False
+
+
+class _Put:
+    """The writes of one ``execute``: each entry atomically (a failed write changes nothing).
+    In the workspace (``journalled``: a journal is on record) a full disk is returned, not
+    raised, and ``making_room`` may remove the old entry first."""
+
+    def __init__(
+        self,
+        tree: SafeTree,
+        blobs: ObjectReader,
+        token: str,
+        journalled: bool,
+        done: Done | None,
+    ) -> None:
+        self.tree = tree
+        self.blobs = blobs
+        self.token = token
+        self.journalled = journalled
+        self.done = done
+
+    def touch(self, path: str) -> None:
+        if self.done is not None:
+            self.done.touched.add(path)
+
+    def keep(self, path: str, *, move: bool = False) -> bool:
+        """Before a restore writes over or (``move``) deletes ``path``: keep a file of more than
+        one link aside (``Done.kept``). False when nothing was kept (and ``path`` is as it
+        was): another file, or the filesystem refused."""
+        done = self.done
+        if done is None or path in done.kept:
+            return False
+        st = self.tree.lstat(path)
+        if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink < 2:
+            return False
+        name = kept_name(self.token, len(done.kept))
+        if not self.tree.keep(path, name, move=move):
+            return False
+        done.kept[path] = name
+        return True
+
+    def __call__(self, path: str, mode: int, oid: str, perm: int) -> OSError | None:
+        blobs = self.blobs
+        try:
+            self.keep(path)
+            if mode == 0o120000:
+                self.tree.write_symlink(path, blobs.read(oid), self.token)
+            else:
+
+                def fill(fd: int) -> None:
+                    with os.fdopen(os.dup(fd), "wb", buffering=1 << 20) as fh:
+                        blobs.read_to(oid, fh)
+
+                self.tree.write_file(path, fill, perm, self.token)
+        except OSError as exc:
+            if not self.journalled or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            return exc
+        self.touch(path)
+        return None
+
+    def making_room(self, path: str, mode: int, oid: str, perm: int) -> OSError | None:
+        """Write; on a full disk, remove the old entry and write again (the safety snapshot
+        holds it, and recovery redoes the write after a kill); the error if still full."""
+        full = self(path, mode, oid, perm)
+        if full is None or not self.journalled or not self.tree.make_room(path):
+            return full
+        self.touch(path)
+        return self(path, mode, oid, perm)
 
 
 def _below_fresh(

@@ -49,6 +49,7 @@ from treesearch.store._catalogue import (
     STORE_FORMAT,
     Catalogue,
     GcResult,
+    Held,
     TreeEntry,
     label_problem,
 )
@@ -637,6 +638,34 @@ class ShadowStore:
         with self.lock(), errors(RefError, f"cannot unpin {name!r}"):
             self._catalogue.unpin(name)
 
+    def keep(self, name: str, refs: Iterable[str], *, holder: Path | str | None = None) -> int:
+        """Keep every snapshot or commit in ``refs`` through every ``gc`` while the folder
+        ``holder`` exists (``None``: until ``gc(release=[name])`` or ``unpin(name)``), under
+        ``name`` (a run: ``run-<id>``; a later call adds to what the name holds, and names the
+        holder).
+
+        ``refs``: snapshot references, or commit ids of this object folder that are no snapshot
+        of this store (a search worker's step snapshots): those are kept reachable, objects and
+        all. Ids not found are skipped. Returns how many were added."""
+        holder_s = None if holder is None else os.path.abspath(holder)
+        with self.lock(), errors(RefError, f"cannot keep snapshots as {name!r}"):
+            known = self._catalogue.load()
+            commits = []
+            for r in refs:
+                if r in known:
+                    commits.append(r)
+                    continue
+                try:
+                    commits.append(self._catalogue.resolve(r).commit)
+                except RefError:
+                    commits.append(r)  # (a commit of a worker's store, or nothing: checked)
+            return self._catalogue.keep(name, commits, holder_s)
+
+    def held(self) -> list[Held]:
+        """The held sets (``keep``), with what each holds."""
+        with self.lock(), errors(StoreError, "cannot list what the store holds"):
+            return self._catalogue.holds()[1]
+
     def disk_usage(self) -> int:
         """Bytes the store's objects take on disk."""
         with errors(StoreError, "cannot measure the store"):
@@ -654,6 +683,7 @@ class ShadowStore:
         labelled: bool = False,
         drop: Iterable[str] = (),
         dry_run: bool = False,
+        release: Iterable[str] = (),
     ) -> GcResult:
         """Drop old snapshots and their unreachable objects (see ``_retention`` for the rules).
 
@@ -662,8 +692,11 @@ class ShadowStore:
         in ``drop`` (a label drops every snapshot with it) or when ``labelled`` puts them under
         the capture rules. Safety snapshots: dropped when older than ``safety_max_age``, never
         the newest ``keep_safety``. Then, with ``max_bytes``, the oldest droppable snapshots go
-        until the objects fit. Never dropped: pinned snapshots, those named in ``protect``, the
-        newest snapshot, the last snapshot and the one ``undo`` returns to.
+        until the objects fit. Never dropped: pinned snapshots, those a held set holds (a run's
+        nodes, ``keep``) while its holder folder exists and ``release`` does not name it, those
+        named in ``protect``, the newest snapshot, the last snapshot and the one ``undo``
+        returns to. A held set whose folder is gone (or named in ``release``) is let go:
+        ``GcResult.held`` says which (``dry_run``: would be).
         """
         policy = GcPolicy(keep_last, max_age, keep_safety, safety_max_age, labelled)
         held = contextlib.nullcontext() if dry_run else self.hold("gc")
@@ -671,7 +704,7 @@ class ShadowStore:
             if not dry_run:
                 # The scan's tree and waiting index entries (``_scan_edit.py``) into the index.
                 tell_index(self._scanner)
-            return self._catalogue.gc(policy, max_bytes, protect, drop, dry_run)
+            return self._catalogue.gc(policy, max_bytes, protect, drop, dry_run, release)
 
     def fsck(self) -> str:
         """Run ``git fsck`` on the store; raises ``StoreError`` if it finds corruption."""
@@ -693,4 +726,4 @@ def _stale_lock_path(stderr: str, store: Path) -> Path | None:
     return p if p.suffix == ".lock" and _is_within(p, store) else None
 
 
-__all__ = ["GcResult", "ShadowStore", "TreeEntry", "default_home", "store_dir_for"]
+__all__ = ["GcResult", "Held", "ShadowStore", "TreeEntry", "default_home", "store_dir_for"]

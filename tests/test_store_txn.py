@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -993,11 +995,13 @@ def _fill_to(fs: Path, free_pages: int) -> Path:
 
 def _put(ws: Path, files: dict[str, bytes | str]) -> None:
     """Make ``ws`` hold exactly ``files`` (a ``str`` value: a symlink to it)."""
-    for p in sorted(ws.rglob("*"), key=lambda p: -len(p.parts)):
-        if p.is_symlink() or not p.is_dir():
+    # (Never following a link: the target of a long one is a name too long for the system,
+    # and ``Path.rglob``'s ``is_dir`` raises on it before Python 3.12.)
+    for p in list(ws.iterdir()):
+        if p.is_symlink() or not stat.S_ISDIR(p.lstat().st_mode):
             p.unlink()
         else:
-            p.rmdir()
+            shutil.rmtree(p)
     for rel, data in files.items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         if isinstance(data, str):

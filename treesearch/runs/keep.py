@@ -64,6 +64,9 @@ class KeepingSink:
         """Session files read, and their size when read."""
         self._sent: set[str] = set()
         """What ``keep`` was given already (each call adds to what the run holds)."""
+        self._named = False
+        """Whether ``keep`` was called yet (the first call names the run's folder as holder,
+        with nothing new to add on a resume)."""
 
     def hold(self, events: Iterable[Mapping[str, Any]] = ()) -> None:
         """Hold the states ``events`` name and every session file of the run (a resume: what
@@ -85,10 +88,10 @@ class KeepingSink:
                 self._read[path] = now
                 self._commits.update(dict.fromkeys(commits_named(path)))
         new = [c for c in self._commits if c not in self._sent]
-        if new or not self._sent:
-            self._keep(new)  # (the first call names the run's folder as the holder)
+        if new or not self._named:
+            self._keep(new)
             self._sent.update(new)
-            self._sent.add("")
+            self._named = True
 
     # ---- the RunSink protocol
 

@@ -126,16 +126,18 @@ def path_to(g: nx.DiGraph, node: str) -> list[str]:
     root = root_of(g)
     if node == root:
         return [root]
-    # BFS over predecessors, preferring parents found earlier, for a deterministic path.
     best: list[str] = [node]
     cur = node
     while cur != root:
-        preds = sorted(
-            g.predecessors(cur), key=lambda p: (g.nodes[p]["depth"], g.nodes[p]["order"])
-        )
-        cur = preds[0]
+        cur = first_parent(g, cur)
         best.append(cur)
     return best[::-1]
+
+
+def first_parent(g: nx.DiGraph, node: str) -> str:
+    """The parent ``path_to`` goes through: the shallowest predecessor, then the earlier found
+    (deterministic). Not for the root, which has none."""
+    return min(g.predecessors(node), key=lambda p: (g.nodes[p]["depth"], g.nodes[p]["order"]))
 
 
 def is_partial(g: nx.DiGraph, n: str) -> bool:

@@ -19,7 +19,7 @@ from functools import partial
 
 import networkx as nx
 
-from treesearch.search.graph import path_to, rank, root_of
+from treesearch.search.graph import first_parent, path_to, rank, root_of
 
 
 @dataclass(frozen=True)
@@ -105,31 +105,14 @@ def bfs(
 
 
 def _spanning_tree(g: nx.DiGraph) -> tuple[dict[str, list[str]], list[str]]:
-    """The tree of first parents (as ``path_to`` walks it): each node's children, and the nodes
-    the root reaches in post-order (children before their parent)."""
+    """The tree of first parents (``first_parent``, as ``path_to`` walks it): each node's
+    children, and the nodes the root reaches in post-order (children before their parent)."""
     root = root_of(g)
-    kids: dict[str, list[str]] = {n: [] for n in g.nodes}
-    for n in g.nodes:
-        if n != root:
-            preds = sorted(
-                g.predecessors(n), key=lambda p: (g.nodes[p]["depth"], g.nodes[p]["order"])
-            )
-            if preds:
-                kids[preds[0]].append(n)
-    post: list[str] = []
-    seen = {root}
-    stack = [(root, False)]
-    while stack:
-        n, done = stack.pop()
-        if done:
-            post.append(n)
-            continue
-        stack.append((n, True))
-        for k in kids[n]:
-            if k not in seen:
-                seen.add(k)
-                stack.append((k, False))
-    return kids, post
+    tree = nx.DiGraph()
+    tree.add_nodes_from(g.nodes)
+    tree.add_edges_from((first_parent(g, n), n) for n in g.nodes if n != root and g.in_degree(n))
+    kids = {n: list(tree.successors(n)) for n in tree.nodes}
+    return kids, list(nx.dfs_postorder_nodes(tree, root))
 
 
 def stale_nodes(g: nx.DiGraph, patience: float | None) -> frozenset[str]:
@@ -146,17 +129,16 @@ def stale_nodes(g: nx.DiGraph, patience: float | None) -> frozenset[str]:
     tired: set[str] = set()
     for n in post:
         for k in kids[n]:
-            if k in spent:
-                spent[n] += spent[k]
-                if k not in tired:
-                    live[n] = max(live[n], live[k], _score(g, k))
+            spent[n] += spent[k]
+            if k not in tired:
+                live[n] = max(live[n], live[k], _score(g, k))
         if n != root and spent[n] >= patience and live[n] <= _score(g, n):
             tired.add(n)
     stale: set[str] = set()
     for n in reversed(post):  # parents first
         if n in tired or n in stale:
             stale.add(n)
-            stale.update(k for k in kids[n] if k in spent)
+            stale.update(kids[n])
     return frozenset(stale)
 
 

@@ -465,13 +465,13 @@ class Catalogue:
         self.run(["update-ref", "-d", PIN_REFS + _ref_name(name)])
 
     def keep(self, name: str, commits: Iterable[str], holder: str | None) -> int:
-        """Add ``commits`` to what ``name`` holds, held while the folder ``holder`` exists.
+        """Add ``commits`` (commit ids, or any snapshot reference) to what ``name`` holds,
+        held while the folder ``holder`` exists.
 
         Each call writes one small commit whose parents are the set's previous commit and the
         commits added (a chain: a run adding a node per expansion writes a node's worth each
-        time, never the whole set again). Commits not in the object folder (or not commits) are
-        left out: a parent git cannot find would fail every later ``gc``. Returns how many
-        were added."""
+        time, never the whole set again). What names no commit of the object folder is left out:
+        a parent git cannot find would fail every later ``gc``. Returns how many were added."""
         ref = PIN_REFS + _ref_name(name)
         prev = self._tips.get(ref)
         if prev is None:
@@ -480,24 +480,25 @@ class Catalogue:
             except GitFailed:
                 prev = ""
         known = self.load()
-        held: list[str] = []
+        held: dict[str, None] = {}
         for c in dict.fromkeys(commits):
             if c in known or c in self._found:
-                held.append(c)
+                held[c] = None
                 continue
-            if len(c) != 40 or not set(c) <= _HEX:
-                continue
-            try:
-                kind, _ = self.objects.read_object(c)
-            except GitFailed:
-                continue
-            if kind == b"commit":
-                held.append(c)
+            kind = b""
+            if len(c) == 40 and set(c) <= _HEX:
+                with contextlib.suppress(GitFailed):
+                    kind, _ = self.objects.read_object(c)
+            if kind == b"commit":  # (a commit of a search worker's store)
+                held[c] = None
                 self._found.add(c)
+                continue
+            with contextlib.suppress(RefError):  # a tree hash, a prefix, a label: its snapshot
+                held[self.resolve(c).commit] = None
         self.trees.flush()  # (a held commit whose objects wait in a pack of the scan)
         tree = write_object(self.objects_dir, "tree", b"", tmp_dir=self._object_tmp)
         line = json.dumps({"holder": holder}, sort_keys=True, ensure_ascii=True)
-        parents = ([prev] if prev else []) + held
+        parents = ([prev] if prev else []) + list(held)
         content = commit_content(tree, f"{KEEP_TITLE}{line}\n".encode(), 0, parents)
         oid = write_object(self.objects_dir, "commit", content, tmp_dir=self._object_tmp)
         self._write_ref(ref, oid)

@@ -649,17 +649,7 @@ class ShadowStore:
         all. Ids not found are skipped. Returns how many were added."""
         holder_s = None if holder is None else os.path.abspath(holder)
         with self.lock(), errors(RefError, f"cannot keep snapshots as {name!r}"):
-            known = self._catalogue.load()
-            commits = []
-            for r in refs:
-                if r in known:
-                    commits.append(r)
-                    continue
-                try:
-                    commits.append(self._catalogue.resolve(r).commit)
-                except RefError:
-                    commits.append(r)  # (a commit of a worker's store, or nothing: checked)
-            return self._catalogue.keep(name, commits, holder_s)
+            return self._catalogue.keep(name, refs, holder_s)
 
     def held(self) -> list[Held]:
         """The held sets (``keep``), with what each holds."""

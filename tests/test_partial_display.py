@@ -80,20 +80,22 @@ def test_show_prints_a_partial_score_as_a_lower_bound_with_what_is_known(
     assert main(["show", str(partial_run.run_dir)]) == 0
     text = capsys.readouterr().out
     [line] = [x for x in text.splitlines() if child[:10] in x]
-    assert "score >=0.500 (partial: 2 passed, 1 failed known, 1 not run)" in line
-    assert "score 0.500" not in line
+    # Known: 0.500 (the test not run counted as failed); at most 0.750 (counted as passed).
+    assert "score 0.500..0.750 (partial: 2 passed, 1 failed known, 1 not run)" in line
+    assert "score 0.500 " not in line
     root_line = text.splitlines()[0]
     assert G.root_of(partial_run.graph)[:10] in root_line
-    assert "score 0.250 " in root_line and ">=" not in root_line  # the root ran fully
-    assert "(>= marks a partial score" in text
+    assert "score 0.250 " in root_line and ".." not in root_line  # the root ran fully
+    assert "(a..b marks a partial score" in text
     # The dot export labels it too.
-    assert '\\nscore >=0.500 (partial)"' in render.export(partial_run.graph, "dot")
+    assert '\\nscore 0.500..0.750 (partial)"' in render.export(partial_run.graph, "dot")
 
     # graph.json keeps the mark and the known counts, and stays the same bytes when rebuilt.
     raw = (partial_run.run_dir / "graph.json").read_text()
     nodes = {n["id"]: n for n in json.loads(raw)["nodes"]}
     node = nodes[child]
     assert node["partial"] is True and node["score"] == pytest.approx(0.5)
+    assert node["bound"] == pytest.approx(0.75) and node["tests"]["upper"] == pytest.approx(0.75)
     known = {k: node["tests"][k] for k in ("partial", "known_passed", "known_failed", "not_run")}
     assert known == {"partial": True, "known_passed": 2, "known_failed": 1, "not_run": 1}
     assert "partial" not in nodes[G.root_of(partial_run.graph)]
@@ -113,6 +115,7 @@ def test_run_page_draws_a_partial_node_as_an_open_circle_with_its_known_counts(
         "known_failed": 1,
         "not_run": 1,
         "reason": "tests/test_m.py::test_c failed in the parent and still fails",
+        "upper": 0.75,
     }
     assert by_id[G.root_of(partial_run.graph)]["partial"] is None
 
@@ -125,7 +128,7 @@ def test_run_page_draws_a_partial_node_as_an_open_circle_with_its_known_counts(
         assert "partial" not in (root.get_attribute("class") or "").split()
         assert root.locator("circle").first.get_attribute("fill") != "#ffffff"
         tip = node.locator("title").first.text_content() or ""
-        assert "score >=0.500" in tip
+        assert "score 0.500..0.750" in tip
         assert "partial: 2 passed, 1 failed known, 1 not run" in tip
         node.locator("circle").first.click()
         panel = page.locator("#node-panel")
@@ -133,6 +136,6 @@ def test_run_page_draws_a_partial_node_as_an_open_circle_with_its_known_counts(
         detail = panel.locator(".partial-detail").inner_text()
         assert "partial: 2 passed, 1 failed known, 1 not run" in detail
         assert "test_c failed in the parent and still fails" in detail
-        assert ">=0.500" in panel.locator("table").first.inner_text()
-        assert "partial: score is a lower bound" in page.locator(".legend").inner_text()
+        assert "0.500..0.750" in panel.locator("table").first.inner_text()
+        assert "partial: score lower..upper" in page.locator(".legend").inner_text()
         assert problems == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -16,6 +17,8 @@ from treesearch.search.policies import (
     bfs,
     make_policy,
     mcts,
+    path_prior,
+    puct,
     random_policy,
 )
 
@@ -191,3 +194,120 @@ def test_every_policy_never_chooses_a_pair_its_agent_declared_exhausted(name: st
     for n in ("r", "x"):
         noop(g, n, "m", exhausted=True)
     assert make_policy(name)(g, random.Random(0), strategies=sampled) is None
+
+
+# ------------------------------------------------------------------ priors, bounds, completion
+
+
+def with_priors(g: nx.DiGraph, node: str, strategy: str, priors: list[float]) -> nx.DiGraph:
+    g.nodes[node].setdefault("priors", {})[strategy] = priors
+    return g
+
+
+def attempts(*nodes: tuple[str, str, int, str, float]) -> nx.DiGraph:
+    """Like ``tree``, with each edge's attempt number: ``(parent, strategy, attempt, child,
+    score)``."""
+    g = G.new_graph("r", commit=None, score=0.5, tests={})
+    G.backup(g, ["r"], 0.5)
+    for parent, strategy, attempt, child, score in nodes:
+        g.nodes[parent]["tried"][strategy] = g.nodes[parent]["tried"].get(strategy, 0) + 1
+        G.add_result(
+            g, parent, child, strategy=strategy, edge={"attempt": attempt}, node={"score": score}
+        )
+        G.backup(g, G.path_to(g, child), score)
+    return g
+
+
+MUT = {"m": 50}
+
+
+def test_prior_reads_the_nodes_list_or_its_first_parents_and_none_without_any() -> None:
+    g = with_priors(
+        attempts(("r", "m", 0, "x", 0.6), ("x", "m", 0, "y", 0.6)), "r", "m", [0.5, 0.3]
+    )
+    assert G.prior(g, "r", "m", 1) == 0.3
+    assert G.prior(g, "r", "m", 2) == G.PRIOR_FLOOR  # past the end of the list
+    assert G.prior(g, "y", "m", 0) == 0.5  # not expanded with m yet: the root's list stands in
+    with_priors(g, "x", "m", [0.9, 0.1])
+    assert G.prior(g, "y", "m", 0) == 0.9  # the nearest list up the path
+    assert G.prior(g, "r", "other", 0) is None
+
+
+def test_best_first_with_priors_weighs_a_childs_gain_against_the_edits_prior() -> None:
+    # The root's list: attempt 0 made x, attempt 1 is next (prior 0.3).
+    better = with_priors(attempts(("r", "m", 0, "x", 0.6)), "r", "m", [0.5, 0.3, 0.2])
+    # x gained 0.1: 10 * 0.6 + ln 0.5 (its edit) + ln 0.5 (its own first) > 10 * 0.5 + ln 0.3.
+    choice = pick(best_first, better, MUT, priors=10)
+    assert (choice.node, choice.attempt) == ("x", 0)
+    # The same child without a gain costs its edit's prior: the root's next edit comes first.
+    flat = with_priors(attempts(("r", "m", 0, "x", 0.5)), "r", "m", [0.5, 0.3, 0.2])
+    choice = pick(best_first, flat, MUT, priors=10)
+    assert (choice.node, choice.attempt) == ("r", 1)
+    # Without priors best_first takes x in both (higher or equal score, earlier found aside).
+    assert pick(best_first, better, MUT).node == "x"
+
+
+def test_best_first_with_priors_leaves_a_wrong_partial_fix_for_the_roots_better_edits() -> None:
+    # Shares of a ranked list of ~40 edits. x (a wrong partial fix, +0.25) was tried 5 times
+    # and none of its children did better than it.
+    shares = [0.04, 0.035, 0.03, 0.03, 0.025, 0.02]
+    g = attempts(("r", "m", 0, "x", 0.75), *[("x", "m", i, f"x{i}", 0.75) for i in range(5)])
+    with_priors(g, "r", "m", shares)
+    with_priors(g, "x", "m", shares)
+    # r's 2nd edit: 10 * 0.5 + ln 0.035 = 1.65. x's 6th: 7.5 + ln 0.04 + ln 0.02 = 0.37; an
+    # x_i's 1st: 7.5 + ln 0.04 + ln(x_i's edit) + ln 0.04 < 0.
+    choice = pick(best_first, g, MUT, priors=10)
+    assert (choice.node, choice.attempt) == ("r", 1)
+    # Plain best_first stays under x (0.75 beats the root's 0.5).
+    assert pick(best_first, g, MUT).node == "x"
+    # Had x passed every test but one (+0.4), its own next edit would come first.
+    g.nodes["x"]["score"] = 0.9
+    assert pick(best_first, g, MUT, priors=10).node == "x"
+
+
+def test_path_prior_sums_the_log_priors_of_the_edits_on_the_path() -> None:
+    g = with_priors(
+        attempts(("r", "m", 1, "x", 0.6), ("x", "m", 0, "y", 0.7)), "r", "m", [0.5, 0.25]
+    )
+    with_priors(g, "x", "m", [0.1])
+    assert pytest.approx(math.log(0.25) + math.log(0.1)) == path_prior(g, "y")
+    assert path_prior(g, "r") == 0.0
+
+
+def test_puct_expands_a_high_prior_attempt_before_a_visited_child_of_equal_value() -> None:
+    g = with_priors(attempts(("r", "m", 0, "x", 0.5)), "r", "m", [0.6, 0.4])
+    for _ in range(3):
+        G.backup(g, ["r", "x"], 0.5)
+    # Untried attempt 1: Q = 0.5 (the root's value) + c * 0.4 * sqrt(N) / 1; x: Q 0.5 + c *
+    # 0.6 * sqrt(N) / (1 + 4).
+    choice = pick(puct, g, MUT, c=1.0)
+    assert (choice.node, choice.attempt, choice.path) == ("r", 1, ("r",))
+    # A child whose mean is far higher is walked into instead.
+    g2 = with_priors(attempts(("r", "m", 0, "x", 1.0)), "r", "m", [0.6, 0.1])
+    with_priors(g2, "x", "m", [0.9])
+    choice = pick(puct, g2, MUT, c=1.0)
+    assert (choice.node, choice.attempt, choice.path) == ("x", 0, ("r", "x"))
+
+
+def test_a_partial_node_ranks_by_its_bound_below_a_full_node_of_the_same_value() -> None:
+    g = tree(("r", "a", "x", 0.5), ("r", "b", "p", 0.0))
+    g.nodes["p"].update(partial=True, bound=0.5)
+    assert G.value(g, "p") == 0.5 and G.value(g, "x") == 0.5
+    assert G.rank(g, "x") < G.rank(g, "p")  # known beats hoped for
+    g.nodes["p"]["bound"] = 0.75
+    assert pick(best_first, g, {"a": 2, "b": 2}).node == "p"  # its bound is the best value
+    # Completing it: it takes its score, and the path takes the difference from what was
+    # backed up (its known score, 0.0, as the controller backs up).
+    before = g.nodes["r"]["value_sum"]
+    G.complete(g, "p", score=0.25, tests={"status": "ok"}, path=["r", "p"])
+    assert "partial" not in g.nodes["p"] and "bound" not in g.nodes["p"]
+    assert g.nodes["p"]["score"] == 0.25 and g.nodes["p"]["value_sum"] == pytest.approx(0.25)
+    assert g.nodes["r"]["value_sum"] == pytest.approx(before + 0.25)
+    assert pick(best_first, g, {"a": 2, "b": 2}).node == "x"
+
+
+def test_priors_and_c_must_be_numbers_of_their_policies() -> None:
+    assert make_policy("best_first", priors=10, patience=3) is not None
+    assert make_policy("puct", c=2.0) is not None
+    with pytest.raises(TypeError):
+        make_policy("puct", priors=10)

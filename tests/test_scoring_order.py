@@ -476,6 +476,7 @@ def test_search_marks_partial_nodes_counts_each_run_and_ends_on_a_full_node(
         "order": "failing_first",
         "repair_search": True,
         "partial_nodes": 1,
+        "completed_nodes": 0,
     }
     sessions = logged(log).count("session")
     assert out.usage.test_runs == sessions == 2  # the root's run and the child's screen
@@ -494,7 +495,13 @@ def test_resumed_failing_first_search_reaches_the_graph_of_one_never_stopped(
     ref_cfg = search_config(tmp_path / "ref", ref_ws, ref_log, budget={"expansions": 4})
     ref_cfg["search"]["stop_on_perfect"] = False
     reference = run_from_config(ref_cfg, base_dir=tmp_path)
-    assert any(d.get("partial") for _, d in reference.graph.nodes(data=True))
+    ref_events = [
+        json.loads(line) for line in (reference.run_dir / "events.jsonl").read_text().splitlines()
+    ]
+    # The partial child ranks by its bound (0.75: the test not run passing), above the root:
+    # best_first chose it, so its run was completed first (one more test run), then expanded.
+    [done] = [e for e in ref_events if e["event"] == "completed"]
+    assert done["test_runs"] == 1 and not reference.graph.nodes[done["node"]].get("partial")
 
     log = tmp_path / "int.log"
     ws = make_suite(tmp_path / "int", b=0)

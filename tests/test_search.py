@@ -119,7 +119,13 @@ GOLDEN_CASES: dict[str, tuple[str, dict[str, Any], str]] = {
     "calc-random.json": ("random", {}, "all"),
     "calc-best_first-failing_first.json": ("best_first", {}, "failing_first"),
     "calc-mcts-failing_first.json": ("mcts", {"c": 1.0}, "failing_first"),
+    # Policies with priors, beside the ranked mutation agent (the strategy that gives them).
+    "calc-best_first-priors10.json": ("best_first", {"priors": 10}, "all"),
+    "calc-puct.json": ("puct", {"c": 1.0}, "all"),
 }
+WITH_PRIORS = ("calc-best_first-priors10.json", "calc-puct.json")
+"""Golden cases whose search has ``mutate`` (the mutation agent in ranked order, whose runs give
+each node's priors: ``AgentResult.priors``) beside one scripted fix (no priors)."""
 
 
 def build_golden_graph(name: str, tmp_path: Path) -> Any:
@@ -128,6 +134,12 @@ def build_golden_graph(name: str, tmp_path: Path) -> Any:
     proj = make_project(tmp_path)
     cfg = config(tmp_path, proj, policy=policy, params=params, stop_on_perfect=False)
     cfg["scoring"]["order"] = order
+    if name in WITH_PRIORS:  # calc's two bugs need two edits: the priors steer between them
+        cfg["strategies"] = {
+            "mutate": {"kind": "mutation", "order": "ranked", "samples": 20, "max_steps": 1},
+            "fix-add": cfg["strategies"]["fix-add"],
+        }
+        cfg["search"]["budget"] = {"expansions": 16}
     return run(cfg, tmp_path)
 
 
@@ -143,6 +155,8 @@ def test_policy_builds_the_golden_graph(tmp_path: Path, name: str) -> None:
         assert a == e, f"node #{e['order']} differs"
     assert actual["edges"] == expected["edges"]
     assert got == golden.read_text()
+    if name in WITH_PRIORS:  # the priors steered it: the agent's ranked list is on the nodes
+        assert any("mutate" in n.get("priors", {}) for n in actual["nodes"])
 
 
 @pytest.mark.parametrize(

@@ -583,7 +583,8 @@ def test_parallel_search_never_spends_more_test_runs_than_the_budget(tmp_path: P
     cfg["search"]["budget"] = {"expansions": 50, "test_runs": 8}
     out = run(cfg, tmp_path)
     events = read_events(out.run_dir / "events.jsonl").events
-    spent = sum(e.get("test_runs", 0) for e in events if e["event"] in ("root", "expansion"))
+    kinds = ("root", "expansion", "completed")
+    spent = sum(e.get("test_runs", 0) for e in events if e["event"] in kinds)
     assert spent == out.usage.test_runs <= 8
     assert out.stop_reason == "test_runs"
     answers = [

@@ -190,7 +190,7 @@ def resume(
     log = run.events()
     # A process's end (finished, interrupted) records its elapsed time too: the wall-clock
     # budget then counts the time of an expansion it dropped or cut short.
-    kinds = ("root", "expansion", "finished", "interrupted", "dispatch")
+    kinds = ("root", "expansion", "completed", "finished", "interrupted", "dispatch")
     events = [e for e in log.events if e["event"] in kinds]
     store = _open_store(loaded, home=home, watch=watch)
     return _search(loaded, run, events, on_progress, store=store, on_note=on_note)
@@ -495,6 +495,8 @@ def _finish(
             "order": cfg.scoring.order,
             "repair_search": bool(scorer.repair),
             "partial_nodes": sum(1 for _, d in g.nodes(data=True) if d.get("partial")),
+            # partial nodes a policy chose, whose whole suite then ran (``completed`` events)
+            "completed_nodes": sum(1 for e in run.events().events if e["event"] == "completed"),
         },
         "isolation": isolation.describe(),
         "warm": scorer.warm.describe(),

@@ -98,7 +98,7 @@ class BudgetConfig(_Model):
 
 
 class SearchConfig(_Model):
-    policy: Literal["bfs", "best_first", "beam", "mcts", "random"] = "best_first"
+    policy: Literal["bfs", "best_first", "beam", "mcts", "puct", "random"] = "best_first"
     params: dict[str, float] = Field(default_factory=dict)
     """Policy hyper-parameters: beam ``width``; mcts ``c``, ``pw_k``, ``pw_alpha``."""
     seed: int = 0
@@ -625,3 +625,9 @@ def _check_policy_params(cfg: Config, source: str) -> None:
             f"{source}: search.params.patience: must be a whole number of expansions >= 0 "
             f"(0: no patience), got {patience!r}"
         )
+    for key in ("priors", "c"):
+        number = cfg.search.params.get(key)
+        if number is not None and not number >= 0:
+            raise ConfigError(
+                f"{source}: search.params.{key}: must be a number >= 0, got {number!r}"
+            )

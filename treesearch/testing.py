@@ -561,6 +561,17 @@ class FunctionScorer:
                 self._memo[tree] = (value, run)
         return ScoreResult(value, value >= 1.0, self.name, run, tree=tree, cached=cached)
 
+    def complete(
+        self,
+        workspace: str | os.PathLike[str],
+        tree: str | None,
+        result: ScoreResult,
+        *,
+        time_limit: float | None = None,
+    ) -> ScoreResult:
+        """Never needed (no result of ``score`` is partial): the same as ``score``."""
+        return self.score(workspace, tree)
+
 
 class CallbackAgent:
     """An agent whose ``run`` is a function: ``fn(ctx) -> AgentResult`` (it acts through

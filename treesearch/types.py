@@ -322,6 +322,18 @@ class StateScorer(Protocol):
         ``max_runs`` caps the test runs this call may make (a test-run budget; at least 1)."""
         ...
 
+    def complete(
+        self,
+        workspace: str | os.PathLike[str],
+        tree: str | None,
+        result: ScoreResult,
+        *,
+        time_limit: float | None = None,
+    ) -> ScoreResult:
+        """The whole run of a state whose ``score`` was partial (``ScoreResult.partial``): the
+        search completes it before it builds on the state."""
+        ...
+
 
 @runtime_checkable
 class RunSink(Protocol):

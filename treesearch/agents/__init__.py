@@ -121,6 +121,13 @@ class AgentResult:
     would make one (e.g. the mutation agent has tried every edit of the node's suspicious
     lines): the search records it on the no-op and policies stop choosing the pair. ``run_agent``
     clears it on a run that failed or added steps."""
+    priors: tuple[float, ...] | None = None
+    """The agent's prior of each attempt of this strategy on this node, in attempt order (how
+    likely attempt ``a``'s edit is the fix, e.g. the mutation agent's ranked list: fault
+    localisation x the pattern's weight, shares of the total). A function of the node alone,
+    never of the run's timing. The search records it on the node the first time it is given
+    (``graph.prior``); policies with priors (``best_first`` ``priors: k``, ``puct``) weigh an
+    untried attempt against those of other nodes with it. ``None``: the agent has none."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain data (status as its string value; ``exhausted`` only when set)."""
@@ -137,6 +144,7 @@ class AgentResult:
             "first_step": self.first_step,
             "tree": self.tree,
             **({"exhausted": True} if self.exhausted else {}),
+            **({"priors": len(self.priors)} if self.priors else {}),
         }
 
 

@@ -57,6 +57,8 @@ def first_plausible(run_dir: Path) -> FirstPlausible | None:
             node = ev.get("node") or {}
             if isinstance(node, dict) and _perfect(node.get("score")):
                 return FirstPlausible(runs, tokens, round(usd, 6))
+        elif kind == "completed":  # the whole run of a node a screen had left partial
+            runs += int(ev.get("test_runs", 0) or 0)
     return None
 
 

@@ -87,10 +87,12 @@ def first_plausible(run_dir: Path) -> dict[str, Any]:
     found: dict[str, Any] = {"test_runs": None, "tokens": None}
     for ev in events:
         kind = ev.get("event")
-        if kind not in ("root", "expansion"):
+        if kind not in ("root", "expansion", "completed"):
             continue
         runs += int(ev.get("test_runs", 0))
         tokens += int(ev.get("tokens", 0))
+        if kind == "completed":  # a partial node's whole run: never a plausible one
+            continue
         score = ev.get("score") if kind == "root" else (ev.get("node") or {}).get("score")
         if found["test_runs"] is None and score is not None and float(score) >= PLAUSIBLE:
             found = {"test_runs": runs, "tokens": tokens}

@@ -237,7 +237,13 @@ def _partial(d: dict[str, Any]) -> dict[str, Any] | None:
     known = partial_marks(d)
     if known is None:
         return None
-    return {**known, "reason": str((d.get("tests") or {}).get("partial_reason") or "")}
+    tests = d.get("tests") or {}
+    upper = d.get("bound", tests.get("upper"))
+    return {
+        **known,
+        "reason": str(tests.get("partial_reason") or ""),
+        "upper": None if upper is None else float(upper),
+    }
 
 
 def _layout_parent(g: nx.DiGraph, n: str) -> str | None:
@@ -322,7 +328,8 @@ def _session_messages(path: Path) -> str:
 
 
 def _phases(run_dir: Path) -> dict[str, Any]:
-    """Seconds per phase, summed over ``timings.jsonl`` (every expansion of every process)."""
+    """Seconds per phase, summed over ``timings.jsonl`` (every expansion of every process, and
+    every completed run of a partial node: its restore and score)."""
     totals = dict.fromkeys(PHASES, 0.0)
     count = 0
     try:
@@ -334,7 +341,7 @@ def _phases(run_dir: Path) -> dict[str, Any]:
             rec = json.loads(line)
         except ValueError:
             continue
-        count += 1
+        count += 0 if "completed" in rec else 1
         for k in PHASES:
             totals[k] += float(rec.get(f"{k}_seconds") or 0.0)
     return {

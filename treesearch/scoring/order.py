@@ -290,8 +290,19 @@ def make_partial(
 def lower_bound(run: TestRun, partial: Partial) -> TestRun:
     """The run a score function sees for a partial state: every test that did not run counts
     as failed."""
+    return _filled(run, partial, Outcome.FAILED)
+
+
+def upper_bound(run: TestRun, partial: Partial) -> TestRun:
+    """The best run a partial state can turn out to have: every test that did not run passes
+    (the screened tests keep what they did). A search ranks the state by its score
+    (``Partial.upper``) and completes its run before it builds on it."""
+    return _filled(run, partial, Outcome.PASSED)
+
+
+def _filled(run: TestRun, partial: Partial, outcome: Outcome) -> TestRun:
     filler = tuple(
-        TestCase(f"(not run {i + 1})", Outcome.FAILED, message="not run (failing-first screen)")
+        TestCase(f"(not run {i + 1})", outcome, message="not run (failing-first screen)")
         for i in range(partial.not_run)
     )
     return replace(run, tests=run.tests + filler)
@@ -326,4 +337,5 @@ def summary_marks(result: ScoreResult) -> dict[str, Any]:
         "known_failed": len(run.failing),
         "not_run": partial.not_run,
         "partial_reason": partial.reason,
+        **({"upper": partial.upper} if partial.upper is not None else {}),
     }

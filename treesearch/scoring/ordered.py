@@ -124,6 +124,22 @@ def evaluate(
     return _keep(scorer, run, report, used, tree, fingerprint, environment, time_limit)
 
 
+def complete(
+    scorer: Scorer,
+    workspace: str | os.PathLike[str],
+    tree: str | None,
+    result: ScoreResult,
+    *,
+    time_limit: float | None,
+) -> ScoreResult:
+    """The whole suite's run of a state a screen left partial (``result``): no screen, per-test
+    limits from the durations it knows (its own and its parent's), cached like any full run."""
+    limits = limits_for(scorer, workspace, result)
+    return evaluate(
+        scorer, workspace, tree, result, None, (), limits, time_limit=time_limit, max_runs=None
+    )
+
+
 def _keep(
     scorer: Scorer,
     run: TestRun,
@@ -153,9 +169,11 @@ def _partial_result(
     run: TestRun, fn: ScoreFunction, partial: Partial, *, tree: str | None
 ) -> ScoreResult:
     """A screened state: scored on the lower bound (tests not run count as failed), never
-    resolved."""
+    resolved; ``partial.upper`` is its score if they all passed."""
     grade = fn(O.lower_bound(run, partial))
     value = min(1.0, max(0.0, float(grade.value)))
+    upper = min(1.0, max(value, float(fn(O.upper_bound(run, partial)).value)))
+    partial = replace(partial, upper=upper)
     return ScoreResult(
         score=value,
         resolved=False,

@@ -343,9 +343,15 @@ class Partial:
     durations: Mapping[str, float] = field(default_factory=dict, compare=False)
     """Measured durations (seconds) inherited from the parent for the tests that did not run
     (per-test limits of this state's children); kept in memory only."""
+    upper: float | None = None
+    """The score if every test that did not run passed: the most the state can be worth (what
+    a search ranks it by until it completes the run; ``None``: not computed)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"not_run": self.not_run, "reason": self.reason}
+        out: dict[str, Any] = {"not_run": self.not_run, "reason": self.reason}
+        if self.upper is not None:
+            out["upper"] = self.upper
+        return out
 
 
 @dataclass(frozen=True)

@@ -227,6 +227,20 @@ class Scorer:
             time_limit=time_limit,
         )
 
+    def complete(
+        self,
+        workspace: str | os.PathLike[str],
+        tree: str | None,
+        result: ScoreResult,
+        *,
+        time_limit: float | None = None,
+    ) -> ScoreResult:
+        """The whole suite's run of a state a failing-first screen left partial (``result``,
+        from ``score``): what a search runs before it builds on the state."""
+        from treesearch.scoring import ordered
+
+        return ordered.complete(self, workspace, tree, result, time_limit=time_limit)
+
     def grade(self, workspace: str | os.PathLike[str], tree: str | None = None) -> ScoreResult:
         """Grade the workspace with the held-out tests (``held_out`` is False in the result
         when no grade spec was given and the search spec stood in)."""

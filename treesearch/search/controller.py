@@ -29,7 +29,7 @@ from treesearch.scoring.results import RunStatus, ScoreResult
 from treesearch.search import graph as G
 from treesearch.search.batch import dispatched
 from treesearch.search.budget import Budget, Usage, exhausted, remaining
-from treesearch.search.events import apply_event, replay
+from treesearch.search.events import apply_completed, apply_event, replay
 from treesearch.search.parallel import Outcome, Task, WorkerPool, run_window
 from treesearch.search.policies import Choice, Policy
 from treesearch.session import TransactionalSession
@@ -191,20 +191,26 @@ class Controller:
         self.usage.wall_seconds = self._elapsed()
         return max(self.budget.wall_seconds - self.usage.wall_seconds, 0.0)
 
-    def _score(self, tree: str | None, parent: ScoreResult | None) -> ScoreResult | None:
-        """Score with the test run's timeout clipped to the wall time left; ``None`` when the
-        wall-clock budget ran out before or during the run."""
+    def _score(
+        self, tree: str | None, parent: ScoreResult | None, *, partial: ScoreResult | None = None
+    ) -> ScoreResult | None:
+        """Score with the test run's timeout clipped to the wall time left (``partial``: complete
+        that partial result's run instead); ``None`` when the wall-clock budget ran out before
+        or during the run."""
         left = self.time_left()
         if left is not None and left <= 0:
             return None
         runs_left = remaining(self.budget, self.usage)["test_runs"]
-        result = self.scorer.score(
-            self.store.workspace,
-            tree=tree,
-            parent=parent,
-            time_limit=left,
-            max_runs=None if runs_left is None else max(int(runs_left), 1),
-        )
+        if partial is not None:
+            result = self.scorer.complete(self.store.workspace, tree, partial, time_limit=left)
+        else:
+            result = self.scorer.score(
+                self.store.workspace,
+                tree=tree,
+                parent=parent,
+                time_limit=left,
+                max_runs=None if runs_left is None else max(int(runs_left), 1),
+            )
         spec = self.scorer.search_spec
         limited = left is not None and spec is not None and left < spec.timeout
         if limited and result.run.timed_out and not result.cached:
@@ -281,6 +287,9 @@ class Controller:
                 if choice is None:
                     reason = "search_space_exhausted"
                     break
+                if G.is_partial(g, choice.node):
+                    self.complete(choice.node)  # then choose again: its value may have dropped
+                    continue
                 ev = self.expand(choice, k)
                 if str(ev["edge"].get("reason") or "").startswith("replay:"):
                     # A replayed search met a request it never recorded: going on would no
@@ -313,6 +322,53 @@ class Controller:
             self.timings,
             detail,
         )
+
+    def complete(self, node: str) -> dict[str, Any]:
+        """Run the whole suite on ``node``, which a failing-first screen left partial and a
+        policy chose to build on; records a ``completed`` event and returns it. The policy
+        chooses again after it (the node is now worth its score, not its bound)."""
+        g = self._g()
+        runs0, hits0 = self.scorer.test_runs, self.scorer.cache_hits
+        known = self.scores.get(node)
+        if known is None or known.partial is None:  # after a resume: from its test summary
+            known = scoring_order.from_summary(node, g.nodes[node].get("tests"))
+        if self.time_left() == 0:
+            raise _OutOfTime
+        t0 = time.perf_counter()
+        self.store.restore(node)
+        t1 = time.perf_counter()
+        result = self._score(node, None, partial=known)
+        if result is None:
+            raise _OutOfTime
+        t2 = time.perf_counter()
+        self.scores[node] = result
+        self._write_test_log(node, result)
+        feedback = result.feedback()
+        ev: dict[str, Any] = {
+            "event": "completed",
+            "node": node,
+            "score": result.score,
+            "tests": _summary(result),
+            "feedback": feedback,
+            "path": G.path_to(g, node),
+            "test_runs": self.scorer.test_runs - runs0,
+            "cache_hits": self.scorer.cache_hits - hits0,
+            "elapsed": round(self._elapsed(), 3),
+        }
+        self._emit(ev)
+        apply_completed(g, ev, self.usage)
+        self.feedback[node] = feedback
+        if self.sink is not None:
+            self.sink.append_timing(
+                {
+                    "completed": node,
+                    "restore_seconds": round(t1 - t0, 4),
+                    "score_seconds": round(t2 - t1, 4),
+                    "seconds": round(time.perf_counter() - t0, 3),
+                    "elapsed": ev["elapsed"],
+                }
+            )
+        return ev
 
     def expand(self, choice: Choice, k: int) -> dict[str, Any]:
         """One expansion; returns the event it recorded."""
@@ -504,7 +560,9 @@ class Controller:
             timing.score += time.perf_counter() - t
             feedback = scored.feedback()
             self._write_test_log(child, scored)
-            reward = scored.score
+            partial = scored.partial
+            bound = partial.upper if partial is not None else None
+            reward = scored.score  # a partial node's known score: completing it adds the rest
             t = time.perf_counter()
             step, whole = self.store.diffs([(parent, child), (G.root_of(g), child)])
             edge["diffstat"] = _diffstat(step)
@@ -513,7 +571,8 @@ class Controller:
                 "tests": _summary(scored),
                 "commit": snap.commit,
                 "diff_size": _diff_size(whole),
-                **({"partial": True} if scored.partial is not None else {}),
+                **({"partial": True} if partial is not None else {}),
+                **({"bound": bound} if bound is not None else {}),
             }
             timing.bookkeeping += time.perf_counter() - t
         t = time.perf_counter()
@@ -537,6 +596,8 @@ class Controller:
             "elapsed": round(self._elapsed(), 3),
             "tokens": edge["tokens"],
         }
+        if result.priors and strategy.name not in g.nodes[parent].get("priors", {}):
+            ev["priors"] = [float(p) for p in result.priors]  # the node's, recorded once
         self._emit(ev)
         apply_event(g, ev, self.usage)
         self._note_error(ev)

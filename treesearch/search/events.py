@@ -1,10 +1,12 @@
 """From a run's events to its graph: the one place that rebuilds a search.
 
 A search records one ``root`` event, then one ``expansion`` event per expansion *after* it
-completed (and ``finished``/``interrupted`` at each process's end). ``apply_event`` turns one
-expansion into graph updates; the controller uses it live, and ``replay`` uses it to rebuild the
-graph, the usage counters and the test feedback from a log: when resuming a search
-(``Controller.replay``) and when reading a finished run (``app.load_run_graph``).
+completed, a ``completed`` event when it ran the whole suite on a node a failing-first screen
+had left partial (a policy chose it), and ``finished``/``interrupted`` at each process's end.
+``apply_event`` turns one expansion into graph updates (``apply_completed`` one completed run);
+the controller uses them live, and ``replay`` uses them to rebuild the graph, the usage counters
+and the test feedback from a log: when resuming a search (``Controller.replay``) and when
+reading a finished run (``app.load_run_graph``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from treesearch.errors import RunError
 from treesearch.search import graph as G
 from treesearch.search.budget import Usage
 
-__all__ = ["Replayed", "apply_event", "replay"]
+__all__ = ["Replayed", "apply_completed", "apply_event", "replay"]
 
 
 @dataclass
@@ -66,6 +68,12 @@ def replay(
             apply_event(out.graph, ev, out.usage)
             if ev.get("feedback") is not None:
                 out.feedback[ev["child"]] = ev["feedback"]
+        elif kind == "completed":
+            if out.graph is None:
+                raise RunError("the event log holds a completed run before its root: it is damaged")
+            apply_completed(out.graph, ev, out.usage)
+            if ev.get("feedback") is not None:
+                out.feedback[ev["node"]] = ev["feedback"]
         elif kind in ("finished", "interrupted"):  # the end of an earlier process
             spent = float(ev.get("elapsed", 0.0))
             out.usage.wall_seconds = max(out.usage.wall_seconds, spent)
@@ -77,6 +85,8 @@ def apply_event(g: nx.DiGraph, ev: Mapping[str, Any], usage: Usage) -> None:
     parent, strategy = ev["parent"], ev["strategy"]
     pd = g.nodes[parent]
     pd["tried"][strategy] = pd["tried"].get(strategy, 0) + 1
+    if ev.get("priors"):  # the agent's prior of each attempt here (graph.prior)
+        pd.setdefault("priors", {}).setdefault(strategy, list(ev["priors"]))
     usage.expansions += 1
     usage.test_runs += int(ev.get("test_runs", 0))
     usage.cache_hits += int(ev.get("cache_hits", 0))
@@ -97,3 +107,15 @@ def apply_event(g: nx.DiGraph, ev: Mapping[str, Any], usage: Usage) -> None:
         stays = outcome in ("noop", "error")
         path = list(ev["path"]) + ([child] if not stays and child not in ev["path"] else [])
         G.backup(g, path, float(reward))
+
+
+def apply_completed(g: nx.DiGraph, ev: Mapping[str, Any], usage: Usage) -> None:
+    """Apply one ``completed`` event: the partial node's whole run (``graph.complete``) and its
+    test runs."""
+    usage.test_runs += int(ev.get("test_runs", 0))
+    usage.cache_hits += int(ev.get("cache_hits", 0))
+    if "elapsed" in ev:
+        usage.wall_seconds = float(ev["elapsed"])
+    G.complete(
+        g, ev["node"], score=float(ev["score"]), tests=dict(ev["tests"]), path=ev.get("path") or ()
+    )

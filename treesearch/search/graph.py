@@ -28,6 +28,8 @@ NODE_FIELDS = (
     "errors",  # expansions from here whose agent failed and left no new state (with the reason)
     "diff_size",  # changed lines from the root (tie-breaker for the final answer)
     "partial",  # only on nodes scored by a failing-first screen alone (scoring.order): True
+    "bound",  # only on partial nodes: the score if every test not run passed (what ranks them)
+    "priors",  # {strategy: [prior of attempt 0, 1, ...]} when its agent gave them (prior())
 )
 VOLATILE_NODE = ("commit",)
 VOLATILE_EDGE = ("seconds",)
@@ -140,17 +142,66 @@ def first_parent(g: nx.DiGraph, node: str) -> str:
     return min(g.predecessors(node), key=lambda p: (g.nodes[p]["depth"], g.nodes[p]["order"]))
 
 
+PRIOR_FLOOR = 1e-6
+"""The prior of an attempt past the end of the list its agent gave (it may still be tried)."""
+
+
+def prior(g: nx.DiGraph, n: str, strategy: str, attempt: int) -> float | None:
+    """The prior of attempt ``attempt`` of ``strategy`` on node ``n``: from the list its agent
+    gave for ``n`` (``AgentResult.priors``), or, before ``n`` was expanded with it, from the
+    nearest node up its first-parent path that has one (a child's edits are mostly its
+    parent's). ``None``: the strategy gives no priors."""
+    root = root_of(g)
+    cur = n
+    while True:
+        got = g.nodes[cur].get("priors", {}).get(strategy)
+        if got is not None:
+            return float(got[attempt]) if attempt < len(got) else PRIOR_FLOOR
+        if cur == root or not g.in_degree(cur):
+            return None
+        cur = first_parent(g, cur)
+
+
 def is_partial(g: nx.DiGraph, n: str) -> bool:
     """True for a node whose tests ran only in part (a failing-first screen that did not pass):
     its score is a lower bound, and it is never the final answer."""
     return bool(g.nodes[n].get("partial"))
 
 
+def value(g: nx.DiGraph, n: str) -> float:
+    """What the policies believe a node is worth: its score; for a partial node, the most it
+    can turn out to score (its ``bound``: every test the screen left out passing), so a screen
+    saves test runs without changing which state the search prefers (a policy that chooses a
+    partial node has the controller complete its run first). -1 while unscored."""
+    d = g.nodes[n]
+    s = d.get("bound") if d.get("partial") and d.get("bound") is not None else d.get("score")
+    return -1.0 if s is None else float(s)
+
+
 def rank(g: nx.DiGraph, n: str) -> tuple[float, int]:
-    """Sort key of a node for the policies, best first: the higher score, then a fully-run node
-    before a partial one with the same score (the same known passes)."""
-    s = g.nodes[n].get("score")
-    return (-(-1.0 if s is None else float(s)), 1 if is_partial(g, n) else 0)
+    """Sort key of a node for the policies, best first: the higher ``value``, then a fully-run
+    node before a partial one of the same value (known beats hoped for)."""
+    return (-value(g, n), 1 if is_partial(g, n) else 0)
+
+
+def complete(
+    g: nx.DiGraph, node: str, *, score: float, tests: dict[str, Any], path: Iterable[str]
+) -> None:
+    """A partial node's whole run came in (the ``completed`` event): it takes the run's score
+    and test summary, and the nodes of ``path`` (the root-first path its expansion backed its
+    value up along) take the difference between what was backed up (its known score, the lower
+    bound: MCTS learns from a screen that made no progress) and the score."""
+    d = g.nodes[node]
+    backed = float(d.get("score") or 0.0)
+    d["score"] = score
+    d["tests"] = tests
+    d.pop("partial", None)
+    d.pop("bound", None)
+    delta = float(score) - backed
+    if delta:
+        for n in path:
+            if n in g and g.nodes[n]["visits"]:
+                g.nodes[n]["value_sum"] += delta
 
 
 def best_node(g: nx.DiGraph) -> str:

@@ -62,6 +62,7 @@ from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.results import ScoreResult
 from treesearch.scoring.runner import warm_up
 from treesearch.scoring.warm import WarmClone
+from treesearch.search import graph as G
 from treesearch.search._forked import ForkedProcess, can_fork
 from treesearch.search._forked import fork as fork_process
 from treesearch.search.batch import dispatch_event, next_to_send, select_one, share_test_runs
@@ -431,20 +432,13 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
                 return str(stop)
             if budget.expansions is not None and next_k >= budget.expansions:
                 return None
-            left = None
-            if budget.test_runs is not None:
-                promised = sum(t.test_runs or 0 for t in chosen.values())
-                left = budget.test_runs - usage.test_runs - promised
-            share = share_test_runs(left, window - len(chosen))
             again = redo.pop(next_k, None)
             if again is not None and again[0].node in g and again[0].strategy in strategies:
                 choice, share = again
             else:
                 pending = [chosen[k].choice for k in sorted(chosen)]
-                choice = select_one(
-                    ctl.policy, g, pending, seed=ctl.seed, k=next_k, strategies=strategies,
-                    max_depth=budget.max_depth, independent=independent if HOLD else None,
-                )  # fmt: skip
+                choice = select_completing(ctl, pending, next_k, independent, chosen)
+                share = share_test_runs(_runs_left(ctl, chosen), window - len(chosen))
             if choice is None or share == 0:
                 return None  # tried again once the next result is recorded
             chosen[next_k] = ctl.task_for(choice, next_k, share)
@@ -481,6 +475,40 @@ def run_window(ctl: Any, pool: WorkerPool) -> str:
     # Stopped with expansions chosen or in flight (a perfect score, a budget): they are dropped
     # (busy workers are stopped when the pool closes) and chosen again if the search resumes.
     return stop or ctl.stop_reason() or "search_space_exhausted"
+
+
+def _runs_left(ctl: Any, chosen: dict[int, Task]) -> int | None:
+    """Test runs of the budget neither spent nor promised to the expansions ``chosen``."""
+    if ctl.budget.test_runs is None:
+        return None
+    promised = sum(t.test_runs or 0 for t in chosen.values())
+    return int(ctl.budget.test_runs - ctl.usage.test_runs - promised)
+
+
+def select_completing(
+    ctl: Any,
+    pending: list[Choice],
+    k: int,
+    independent: set[str],
+    chosen: dict[int, Task],
+) -> Choice | None:
+    """The policy's choice for expansion ``k`` (``batch.select_one``, ``pending`` in flight),
+    after the controller completed the run of each partial node it chose
+    (``Controller.complete``, in the search's workspace; the policy then chooses again, the
+    node now worth its score). ``None``: nothing to choose, or no test run left to complete
+    the chosen node before the results in flight come in."""
+    strategies = {n: s.samples for n, s in ctl.strategies.items()}
+    while True:
+        choice = select_one(
+            ctl.policy, ctl.graph, pending, seed=ctl.seed, k=k, strategies=strategies,
+            max_depth=ctl.budget.max_depth, independent=independent if HOLD else None,
+        )  # fmt: skip
+        if choice is None or not G.is_partial(ctl.graph, choice.node):
+            return choice
+        left = _runs_left(ctl, chosen)
+        if left is not None and left < 1:
+            return None
+        ctl.complete(choice.node)
 
 
 # ---------------------------------------------------------------------- in the worker

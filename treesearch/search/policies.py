@@ -19,7 +19,16 @@ from functools import partial
 
 import networkx as nx
 
-from treesearch.search.graph import first_parent, path_to, rank, root_of
+from treesearch.search.graph import (
+    PRIOR_FLOOR,
+    first_parent,
+    is_partial,
+    path_to,
+    prior,
+    rank,
+    root_of,
+    value,
+)
 
 
 @dataclass(frozen=True)
@@ -149,16 +158,64 @@ def best_first(
     strategies: Mapping[str, int],
     max_depth: int | None = None,
     patience: float | None = PATIENCE,
+    priors: float | None = None,
 ) -> Choice | None:
     """Greedy: the highest-scoring node with something left to try (ties: a fully-run node before
     a partial one, then the earlier found). With ``patience`` k (default ``PATIENCE``: off),
     a node under which k expansions found nothing better than it (``stale_nodes``) and
     everything below it come after every other node: a wrong partial fix does not keep the
-    budget."""
+    budget.
+
+    With ``priors`` k (> 0), best-first runs over (node, next attempt) pairs instead, each worth
+    the log of how likely the edits that lead there and the attempt's own edit are (their
+    priors, ``graph.prior``; 1 for a strategy without priors) plus ``k`` times what the tests
+    say of the node: ``k * value(node) + sum(ln prior(edge) on its path) + ln prior(attempt)``,
+    a posterior where each edit's prior is weighed by how much it moved the score. An edit
+    that gains nothing costs its prior: the root's third-ranked edit wins over the fortieth
+    edit under a wrong partial fix, while a fix's first half that passes more tests has its
+    own best edits tried before the root's long tail."""
     stale = stale_nodes(g, patience)
-    return _first_by(
-        g, strategies, max_depth, lambda n: (n in stale, *rank(g, n), g.nodes[n]["order"])
-    )
+    if not priors:
+        return _first_by(
+            g, strategies, max_depth, lambda n: (n in stale, *rank(g, n), g.nodes[n]["order"])
+        )
+    pairs = _pairs(g, strategies, max_depth)
+    if not pairs:
+        return None
+    weight = float(priors)
+    names = list(strategies)
+    paths: dict[str, float] = {}
+
+    def key(pair: tuple[str, str]) -> tuple[bool, float, int, int, int]:
+        n, s = pair
+        p = prior(g, n, s, g.nodes[n]["tried"].get(s, 0))
+        worth = weight * value(g, n) + path_prior(g, n, paths) + _ln(p)
+        return (n in stale, -round(worth, 9), int(is_partial(g, n)), g.nodes[n]["order"],
+                names.index(s))  # fmt: skip
+
+    n, s = min(pairs, key=key)
+    return _choice(g, n, s)
+
+
+def _ln(p: float | None) -> float:
+    return math.log(max(p if p is not None else 1.0, PRIOR_FLOOR))
+
+
+def path_prior(g: nx.DiGraph, n: str, memo: dict[str, float] | None = None) -> float:
+    """The log prior of the edits that lead from the root to ``n`` along its first-parent path
+    (``graph.path_to``): the sum of ``ln prior`` of each edge's attempt (0 for edges of
+    strategies without priors)."""
+    memo = {} if memo is None else memo
+    if n in memo:
+        return memo[n]
+    if n == root_of(g) or not g.in_degree(n):
+        memo[n] = 0.0
+        return 0.0
+    up = first_parent(g, n)
+    e = g.edges[up, n]
+    out = path_prior(g, up, memo) + _ln(prior(g, up, str(e["strategy"]), int(e.get("attempt", 0))))
+    memo[n] = out
+    return out
 
 
 def beam(
@@ -220,19 +277,7 @@ def mcts(
     visits**pw_alpha)``. Otherwise descend to the child maximising ``Q + c*sqrt(ln N / n)``.
     """
     sampled = any(v > 1 for v in strategies.values())
-    exhausted: dict[str, bool] = {}
-
-    def is_exhausted(n: str, seen: frozenset[str]) -> bool:
-        if n in exhausted:
-            return exhausted[n]
-        if _untried(g, n, strategies, max_depth):
-            exhausted[n] = False
-            return False
-        kids = [k for k in g.successors(n) if k not in seen]
-        result = all(is_exhausted(k, seen | {n}) for k in kids)
-        exhausted[n] = result
-        return result
-
+    is_exhausted = _exhaustion(g, strategies, max_depth)
     node = root_of(g)
     path = [node]
     while True:
@@ -262,6 +307,75 @@ def mcts(
         path.append(node)
 
 
+def _exhaustion(
+    g: nx.DiGraph, strategies: Mapping[str, int], max_depth: int | None
+) -> Callable[[str, frozenset[str]], bool]:
+    """``is_exhausted(node, seen)``: nothing is left to try at ``node`` or below it (``seen``:
+    the nodes of the walk so far, so a transposition cannot loop), memoised for one choice."""
+    exhausted: dict[str, bool] = {}
+
+    def is_exhausted(n: str, seen: frozenset[str]) -> bool:
+        if n in exhausted:
+            return exhausted[n]
+        if _untried(g, n, strategies, max_depth):
+            exhausted[n] = False
+            return False
+        kids = [k for k in g.successors(n) if k not in seen]
+        result = all(is_exhausted(k, seen | {n}) for k in kids)
+        exhausted[n] = result
+        return result
+
+    return is_exhausted
+
+
+def puct(
+    g: nx.DiGraph,
+    rng: random.Random,
+    *,
+    strategies: Mapping[str, int],
+    max_depth: int | None = None,
+    c: float = 1.0,
+) -> Choice | None:
+    """MCTS with priors (PUCT, as AlphaZero and mctx select): from the root, take the option
+    that maximises ``Q + c * P * sqrt(N) / (1 + n)``, where the options of a node are its
+    children (``Q`` the mean reward backed up through the child, ``n`` its visits, ``P`` the
+    prior of the attempt that made it) and the next untried attempt of each strategy (``Q``
+    the node's own value, ``n`` 0, ``P`` its prior, ``graph.prior``); ``N`` is the node's
+    visits. An untried attempt chosen is the expansion; a child chosen is walked into. A
+    strategy without priors has ``P = 1 / len(strategies)``. Ties: the earlier found child,
+    then untried attempts in config order."""
+    is_exhausted = _exhaustion(g, strategies, max_depth)
+    uniform = 1.0 / max(len(strategies), 1)
+    names = list(strategies)
+    node = root_of(g)
+    path = [node]
+    while True:
+        d = g.nodes[node]
+        here = value(g, node)
+        scale = c * math.sqrt(max(d["visits"], 1))
+        best: tuple[float, int, str, bool] | None = None
+        for s in _untried(g, node, strategies, max_depth):
+            p = prior(g, node, s, d["tried"].get(s, 0))
+            u = here + scale * (uniform if p is None else p)
+            option = (round(u, 9), -1 - names.index(s), s, True)
+            best = option if best is None or option[:2] > best[:2] else best
+        for k in g.successors(node):
+            if k in path or is_exhausted(k, frozenset(path)):
+                continue
+            kd, e = g.nodes[k], g.edges[node, k]
+            p = prior(g, node, str(e["strategy"]), int(e.get("attempt", 0)))
+            q = kd["value_sum"] / kd["visits"] if kd["visits"] else value(g, k)
+            u = q + scale * (uniform if p is None else p) / (1 + kd["visits"])
+            option = (round(u, 9), -len(names) - 1 - kd["order"], k, False)
+            best = option if best is None or option[:2] > best[:2] else best
+        if best is None:
+            return None if node == root_of(g) else _restart(g, rng, strategies, max_depth)
+        if best[3]:
+            return _choice(g, node, best[2], path)
+        node = best[2]
+        path.append(node)
+
+
 def _restart(
     g: nx.DiGraph, rng: random.Random, strategies: Mapping[str, int], max_depth: int | None
 ) -> Choice | None:
@@ -275,13 +389,15 @@ POLICIES: dict[str, Policy] = {
     "best_first": best_first,
     "beam": beam,
     "mcts": mcts,
+    "puct": puct,
     "random": random_policy,
 }
 POLICY_PARAMS: dict[str, tuple[str, ...]] = {
     "bfs": (),
-    "best_first": ("patience",),
+    "best_first": ("patience", "priors"),
     "beam": ("width",),
     "mcts": ("c", "pw_k", "pw_alpha"),
+    "puct": ("c",),
     "random": (),
 }
 

@@ -27,7 +27,7 @@ def tree_text(g: nx.DiGraph, *, max_nodes: int = 400) -> str:
         score = "  -  " if d.get("score") is None else f"{d['score']:.3f}"
         known = partial_marks(d)
         if known is not None and d.get("score") is not None:
-            score = f">={score} ({partial_text(known)})"
+            score = f"{_range(d)} ({partial_text(known)})"
         mark = "*" if n in on_best else " "
         noops = f"  ({len(d['noops'])} no-op)" if d["noops"] else ""
         if d.get("errors"):
@@ -73,8 +73,9 @@ def tree_text(g: nx.DiGraph, *, max_nodes: int = 400) -> str:
     lines.append("(* marks the path to the best node)")
     if any(partial_marks(d) is not None for _, d in g.nodes(data=True)):
         lines.append(
-            "(>= marks a partial score: a failing-first screen stopped early; the tests not run "
-            "count as failed)"
+            "(a..b marks a partial score: a failing-first screen stopped early; a counts the "
+            "tests not run as failed, b as passed, and the search ranks the node by b until it "
+            "completes its run)"
         )
     return "\n".join(lines)
 
@@ -87,6 +88,13 @@ def partial_marks(d: dict[str, Any]) -> dict[str, int] | None:
     if not (d.get("partial") or tests.get("partial")):
         return None
     return {k: int(tests.get(k) or 0) for k in ("known_passed", "known_failed", "not_run")}
+
+
+def _range(d: dict[str, Any]) -> str:
+    """A partial node's score: ``lower..upper`` (``>=lower`` when the run recorded no bound)."""
+    low = f"{d['score']:.3f}"
+    bound = d.get("bound", (d.get("tests") or {}).get("upper"))
+    return f">={low}" if bound is None else f"{low}..{float(bound):.3f}"
 
 
 def partial_text(known: dict[str, int]) -> str:
@@ -129,7 +137,7 @@ def export(g: nx.DiGraph, fmt: str) -> str:
         for n, d in sorted(g.nodes(data=True), key=lambda x: x[1]["order"]):
             score = "-" if d.get("score") is None else f"{d['score']:.3f}"
             if score != "-" and partial_marks(d) is not None:
-                score = f">={score} (partial)"
+                score = f"{_range(d)} (partial)"
             style = ', style=bold, color="darkgreen"' if n in best else ""
             out.append(f'  "{n}" [label="#{d["order"]} {n[:8]}\\nscore {score}"{style}];')
         for a, b, d in g.edges(data=True):

@@ -91,6 +91,8 @@ _ORDERS = "sampled (default: one seeded draw per expansion) or ranked (best untr
 _RANKED: dict[tuple[Any, ...], _Ranked] = {}
 """``_by_attempt``'s lists, per node, lines and settings, oldest first (this process)."""
 _RANKED_NODES = 256
+PRIORS_MAX = 256
+"""Most attempts of a node whose prior a ranked run reports (``AgentResult.priors``)."""
 
 
 _Ranked = tuple[
@@ -200,8 +202,12 @@ class MutationAgent:
         t0 = time.monotonic()
         transcript: list[dict[str, Any]] = []
 
+        priors: tuple[float, ...] | None = None
+
         def done(status: AgentStatus, reason: str | None, steps: int = 0) -> AgentResult:
-            return AgentResult(status, steps, AgentCost(time.monotonic() - t0), transcript, reason)
+            return AgentResult(
+                status, steps, AgentCost(time.monotonic() - t0), transcript, reason, priors=priors
+            )
 
         spec = self.tests if self.tests is not None else ctx.test_spec
         if not isinstance(spec, TestSpec):
@@ -218,7 +224,11 @@ class MutationAgent:
         transcript.append({"event": "localize", **loc.to_json()})
         note = loc.note if loc.method != "coverage" else None
         if not loc.lines:
-            return done(AgentStatus.GAVE_UP, loc.note or "no line is suspicious")
+            result = done(AgentStatus.GAVE_UP, loc.note or "no line is suspicious")
+            # Every test passes here (an OK run): no later run of this strategy on the node
+            # finds a line to edit either.
+            result.exhausted = loc.failing == 0 and loc.run_status == "ok"
+            return result
 
         sources = _Sources(ctx.workspace)
         lines = self._lines(loc, sources)
@@ -241,6 +251,7 @@ class MutationAgent:
         produced: str | None = None
         applied_edits: list[tuple[Edit, SourceFile]] = []
         original = {path: sources.get(path) for path in {p for p, _, _ in lines}}
+        priors = self._priors(node, lines, sources, original, count)
         for n in range(count):
             last = n == count - 1
             pool, avoid, picked = self._next_edit(
@@ -360,6 +371,41 @@ class MutationAgent:
                 tried.record(tag, picked[0].key)
         return pool, avoid, picked
 
+    def _priors(
+        self,
+        node: str,
+        lines: list[tuple[str, int, float]],
+        sources: _Sources,
+        original: Mapping[str, bytes | None],
+        count: int,
+    ) -> tuple[float, ...] | None:
+        """The prior of each attempt of ``node`` (``AgentResult.priors``) when attempt ``a``
+        takes the ``a``-th ranked edit (``order: ranked``, one edit per run; else ``None``):
+        the shares of the ranked list (``_ranked_order``), at most ``PRIORS_MAX``, to three
+        significant digits. A function of the node alone (edits found not to compile later are
+        not known yet)."""
+        if self.order != "ranked" or count != 1:
+            return None
+        order = self._memo(node, lines, sources, original)[1]
+        return tuple(float(f"{share:.3g}") for _, share in order[:PRIORS_MAX])
+
+    def _memo(
+        self,
+        node: str,
+        lines: list[tuple[str, int, float]],
+        sources: _Sources,
+        original: Mapping[str, bytes | None],
+    ) -> _Ranked:
+        key = (node, tuple(lines), self.operators, tuple(sorted(self.family_weights.items())))
+        memo = _RANKED.get(key)
+        if memo is None:
+            pool = self._pool(lines, sources, original, set())
+            memo = (pool, _ranked_order(pool, self.family_weights), [], [0])  # none checked yet
+            _RANKED[key] = memo
+            while len(_RANKED) > _RANKED_NODES:
+                _RANKED.pop(next(iter(_RANKED)))
+        return memo
+
     def _by_attempt(
         self,
         node: str,
@@ -375,15 +421,7 @@ class MutationAgent:
         choices of a parallel search do not depend on timing). The list is worked out as far as
         needed and kept per node in this process (a search builds an agent per expansion): the
         attempts of a node check each edit once. ``None``: no edit is left."""
-        key = (node, tuple(lines), self.operators, tuple(sorted(self.family_weights.items())))
-        memo = _RANKED.get(key)
-        if memo is None:
-            pool = self._pool(lines, sources, original, set())
-            memo = (pool, _ranked_order(pool, self.family_weights), [], [0])  # none checked yet
-            _RANKED[key] = memo
-            while len(_RANKED) > _RANKED_NODES:
-                _RANKED.pop(next(iter(_RANKED)))
-        pool, order, valid, scanned = memo
+        pool, order, valid, scanned = self._memo(node, lines, sources, original)
         while len(valid) <= attempt and scanned[0] < len(order):
             cand, weight = order[scanned[0]]
             scanned[0] += 1

@@ -70,9 +70,14 @@
   hroot.each((d) => { pos.set(d.id, d); x0 = Math.min(x0, d.x); x1 = Math.max(x1, d.x); y1 = Math.max(y1, d.y); });
   const maxVisits = Math.max(1, ...data.nodes.map((n) => n.visits || 0));
   const radius = (n) => 5 + 13 * Math.sqrt((n.visits || 0) / maxVisits);
-  // A partial node (a failing-first screen stopped early): its score is a lower bound.
+  // A partial node (a failing-first screen stopped early): its score is a range.
   const partialText = (p) => `partial: ${p.known_passed} passed, ${p.known_failed} failed known, ${p.not_run} not run`;
-  const scoreText = (n) => (n.partial && n.score !== null && n.score !== undefined ? ">=" : "") + fmt(n.score);
+  // Shown as lower..upper: the tests not run counted as failed, then as passed (the search
+  // ranks the node by the upper bound until it completes its run).
+  const scoreText = (n) => {
+    if (!n.partial || n.score === null || n.score === undefined) return fmt(n.score);
+    return n.partial.upper === null || n.partial.upper === undefined ? ">=" + fmt(n.score) : fmt(n.score) + ".." + fmt(n.partial.upper);
+  };
   const colour = (s) => (s === null || s === undefined ? "#c9ced6" : d3.interpolateRdYlGn(0.1 + 0.8 * s));
 
   const width = Math.max(600, x1 - x0 + 120), height = y1 + 110;
@@ -136,7 +141,7 @@
     .style("stroke", (d) => colour(d.data.score));
   nodeSel.append("text").attr("dy", (d) => radius(d.data) + 11).attr("text-anchor", "middle").text((d) => "#" + d.data.order);
   nodeSel.append("title").text((d) => `#${d.data.order} ${d.id.slice(0, 12)}  score ${scoreText(d.data)}  visits ${d.data.visits}\n` +
-    (d.data.partial ? `${partialText(d.data.partial)} (a lower bound: the tests not run count as failed)\n` : "") +
+    (d.data.partial ? `${partialText(d.data.partial)} (from the tests not run all failing to all passing; ranked by the upper bound until its run is completed)\n` : "") +
     `${(d.data.tests || {}).summary || ""}${d.data.noops.length ? `\n${d.data.noops.length} no-op` : ""}${d.data.errors.length ? `\n${d.data.errors.length} agent error(s)` : ""}`);
   nodeSel.filter((d) => d.data.errors.length > 0).append("circle").attr("class", "badge-error")
     .attr("r", 4).attr("cx", (d) => radius(d.data)).attr("cy", (d) => -radius(d.data));
@@ -158,7 +163,7 @@
   });
   if (partials) {
     ls.append("circle").attr("class", "legend-partial").attr("cx", 6).attr("cy", 64).attr("r", 5);
-    ls.append("text").attr("x", 16).attr("y", 67).text("partial: score is a lower bound (tests not run)");
+    ls.append("text").attr("x", 16).attr("y", 67).text("partial: score lower..upper (tests not run)");
   }
   graphBox.appendChild(legend);
 
@@ -184,7 +189,7 @@
     if (n.partial) {
       panel.appendChild(el("div", { class: "partial-detail", text:
         `${partialText(n.partial)}: a failing-first screen stopped early` + (n.partial.reason ? ` (${n.partial.reason})` : "") +
-        `; the score ${scoreText(n)} is a lower bound (the ${n.partial.not_run} tests not run count as failed)` }));
+        `; the score ${scoreText(n)} runs from the ${n.partial.not_run} tests not run all failing to all passing (the search ranks the node by the upper bound and completes its run before it builds on it)` }));
     }
     if ((t.failing || []).length) {
       const ul = el("ul", { class: "failing" });

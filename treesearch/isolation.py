@@ -7,8 +7,9 @@ any host. Where the system allows it, ``sandbox.run`` wraps such a command in bu
 
 - the whole file system read-only (``--ro-bind / /``), the workspace (and the paths listed in
   ``sandbox.writable``) writable at the same paths, a private ``/tmp`` (where the interpreter,
-  ``PATH`` or ``PYTHONPATH`` entries live under ``/tmp``, e.g. a CI virtual environment, they are
-  bound back read-only), a fresh ``/dev`` and ``/proc``;
+  ``PATH`` or ``PYTHONPATH`` entries, e.g. a CI virtual environment, or a ``command`` agent's
+  hand-off folder live under ``/tmp``, they are bound back read-only), a fresh ``/dev`` and
+  ``/proc``;
 - a new network namespace with only its own loopback (no network at all) unless
   ``sandbox.network: true``;
 - a new PID namespace tied to the sandbox's process group: when the command is killed, so is
@@ -108,14 +109,21 @@ class Isolation:
 NO_ISOLATION = Isolation()
 
 
+HANDOFF_ENV = "TREESEARCH_HANDOFF"
+"""The variable naming the folder of files a ``command`` agent is handed (the task, the node's
+failing tests and their output): visible, read-only, inside the sandbox even under ``/tmp``."""
+
+
 def _under_tmp(env: Mapping[str, str]) -> list[str]:
-    """Folders under ``/tmp`` a command needs to see: the interpreter's prefixes, and the
-    entries of ``PATH``, ``PYTHONPATH`` and ``VIRTUAL_ENV`` (outermost ones only)."""
+    """Folders under ``/tmp`` a command needs to see: the interpreter's prefixes, the entries
+    of ``PATH``, ``PYTHONPATH`` and ``VIRTUAL_ENV``, and its hand-off folder (``HANDOFF_ENV``)
+    (outermost ones only)."""
     wanted = [sys.prefix, sys.base_prefix, os.path.dirname(sys.executable)]
     for name in ("PATH", "PYTHONPATH"):
         wanted += [p for p in env.get(name, "").split(os.pathsep) if p]
-    if env.get("VIRTUAL_ENV"):
-        wanted.append(env["VIRTUAL_ENV"])
+    for name in ("VIRTUAL_ENV", HANDOFF_ENV):
+        if env.get(name):
+            wanted.append(env[name])
     found: list[str] = []
     for path in wanted:
         real = os.path.realpath(path)

@@ -187,6 +187,9 @@ class AgentContext:
     warm: Any = None
     """The search's warm test runner (``scoring.warm.WarmRunner``) for test runs an agent makes
     itself (the mutation agent's coverage run); ``None``: such runs are cold."""
+    failing: tuple[str, ...] = ()
+    """Ids of the search tests that fail at this node (its test summary's, at most 50); its
+    test feedback (their messages and output) is ``feedback[-1]``."""
 
     @property
     def workspace(self) -> Path:

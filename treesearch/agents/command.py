@@ -1,8 +1,23 @@
 """The ``command`` agent: runs an external agent CLI in the workspace as one session step.
 
 The command is an argv list (or a shell string) in which ``{task}``, ``{feedback}``,
-``{workspace}`` and ``{max_steps}`` are replaced (plain text replacement, other braces are left
-alone); with ``stdin: true`` the task text is also fed on standard input. It runs through the
+``{workspace}``, ``{max_steps}``, ``{handoff}``, ``{task_file}``, ``{feedback_file}`` and
+``{failing_file}`` are replaced (plain text replacement, other braces are left alone); with
+``stdin: true`` the task text is also fed on standard input.
+
+What the program is handed, as files in a fresh folder outside the workspace (removed after the
+run; readable inside the sandbox) and as environment variables (``HANDOFF_FILES``):
+``task.md`` (``TREESEARCH_TASK_FILE``: the task text), ``feedback.md``
+(``TREESEARCH_FEEDBACK_FILE``: the node's test feedback, its failing tests with their messages
+and output), ``failing.txt`` (``TREESEARCH_FAILING_FILE``: their ids, one per line) and
+``context.json`` (``TREESEARCH_CONTEXT_FILE``: node, attempt, max_steps, the path from the root
+and what earlier attempts here did); ``TREESEARCH_HANDOFF`` names the folder,
+``TREESEARCH_WORKSPACE`` the workspace. Whatever the program changes in the workspace is the
+step (captured by the store). A program that uses a model reports what it spent with lines
+``treesearch-usage: {"tokens_in": N, "tokens_out": M, "cost_usd": X}`` on standard output (any
+number of them, summed; any key may be left out): the tokens count against the search's
+``tokens`` budget and show on the edge, the cost in the transcript. A malformed usage line is
+noted in the transcript, never a silent 0. It runs through the
 sandbox: own process group, the run's timeout (or a shorter ``timeout``), resource ``limits``, and
 output cut to a budget. Exit code 0 means ``finished``; any other exit, a timeout or a command
 that cannot start means ``failed``, and the step is rolled back (the workspace is as before).
@@ -13,11 +28,14 @@ The tails of stdout and stderr go into the transcript. Under the session's isola
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from treesearch import sandbox
+from treesearch import lifecycle, sandbox
 from treesearch.agents import (
     AgentContext,
     AgentCost,
@@ -26,11 +44,30 @@ from treesearch.agents import (
 )
 from treesearch.agents.configs import CommandConfig, agent_kwargs
 from treesearch.errors import AgentError, SessionError
+from treesearch.isolation import HANDOFF_ENV
 from treesearch.session import SessionDeadlineError, ToolCall, ToolEnv, ToolOutcome
 
-__all__ = ["CommandAgent"]
+__all__ = ["HANDOFF_FILES", "USAGE_MARK", "CommandAgent", "Usage", "read_usage", "write_handoff"]
 
-_PLACEHOLDERS = ("{task}", "{feedback}", "{workspace}", "{max_steps}")
+_PLACEHOLDERS = (
+    "{task_file}",
+    "{feedback_file}",
+    "{failing_file}",
+    "{handoff}",
+    "{task}",
+    "{feedback}",
+    "{workspace}",
+    "{max_steps}",
+)
+USAGE_MARK = "treesearch-usage:"
+"""How a line on the program's standard output that reports its model use starts."""
+HANDOFF_FILES = {
+    "TREESEARCH_TASK_FILE": "task.md",
+    "TREESEARCH_FEEDBACK_FILE": "feedback.md",
+    "TREESEARCH_FAILING_FILE": "failing.txt",
+    "TREESEARCH_CONTEXT_FILE": "context.json",
+}
+"""The files a run hands the program, by the environment variable that names each."""
 
 
 def _tail(text: str, chars: int) -> str:
@@ -77,13 +114,23 @@ class CommandAgent:
         field)."""
         return cls(**agent_kwargs(CommandConfig, config))
 
-    def argv(self, ctx: AgentContext) -> str | list[str]:
-        """The command with its placeholders replaced for ``ctx``."""
+    def argv(self, ctx: AgentContext, handoff: Path | None = None) -> str | list[str]:
+        """The command with its placeholders replaced for ``ctx`` (file placeholders name the
+        files of the ``handoff`` folder; empty without one)."""
+        folder = str(handoff) if handoff is not None else ""
+
+        def file(var: str) -> str:
+            return str(handoff / HANDOFF_FILES[var]) if handoff is not None else ""
+
         values = {
             "{task}": ctx.task,
             "{feedback}": "\n\n".join(ctx.feedback),
             "{workspace}": str(ctx.workspace),
             "{max_steps}": str(ctx.max_steps),
+            "{handoff}": folder,
+            "{task_file}": file("TREESEARCH_TASK_FILE"),
+            "{feedback_file}": file("TREESEARCH_FEEDBACK_FILE"),
+            "{failing_file}": file("TREESEARCH_FAILING_FILE"),
         }
 
         def fill(text: str) -> str:
@@ -96,9 +143,14 @@ class CommandAgent:
         return [fill(part) for part in self.command]
 
     def run(self, ctx: AgentContext) -> AgentResult:
-        """Run the command once, as one session step rolled back on failure."""
+        """Run the command once, as one session step rolled back on failure, with its hand-off
+        folder (see the module docstring)."""
+        with lifecycle.scratch_dir("handoff") as folder:
+            return self._run(ctx, folder, write_handoff(ctx, folder))
+
+    def _run(self, ctx: AgentContext, folder: Path, handed: dict[str, str]) -> AgentResult:
         t0 = time.monotonic()
-        command = self.argv(ctx)
+        command = self.argv(ctx, folder)
         timeout = min(self.timeout, ctx.timeout) if self.timeout else ctx.timeout
         limits = self.limits or ctx.limits or ctx.session.limits
         # Extra variables go through env(1), so the parent's environment is passed on untouched.
@@ -117,6 +169,7 @@ class CommandAgent:
                 stdin=stdin,
                 output_limit=env.output_limit,
                 isolation=env.isolation,
+                extra_env=handed,
             )
             captured["result"] = result
             captured["timeout"] = env.timeout
@@ -141,11 +194,19 @@ class CommandAgent:
         shown = command if isinstance(command, str) else list(command)
         call = ToolCall("command-1", "agent_command", {"command": shown})
         transcript: list[dict[str, Any]] = [
-            {"event": "start", "command": shown, "stdin": self.stdin, "timeout": timeout}
+            {
+                "event": "start",
+                "command": shown,
+                "stdin": self.stdin,
+                "timeout": timeout,
+                "handed": {name: (folder / name).stat().st_size for name in HANDOFF_FILES.values()},
+            }
         ]
+        spent = Usage()
 
         def done(status: AgentStatus, steps: int, reason: str | None = None) -> AgentResult:
-            return AgentResult(status, steps, AgentCost(time.monotonic() - t0), transcript, reason)
+            cost = AgentCost(time.monotonic() - t0, spent.tokens_in, spent.tokens_out)
+            return AgentResult(status, steps, cost, transcript, reason)
 
         if ctx.max_steps < 1:
             return done(AgentStatus.LIMIT_REACHED, 0, "max_steps=0: the command was not run")
@@ -162,6 +223,9 @@ class CommandAgent:
         if res is None:  # the tool itself raised (e.g. a bad working folder)
             transcript.append({"event": "error", "error": obs.content})
             return done(AgentStatus.FAILED, 1, obs.content)
+        spent = read_usage(res.stdout)
+        if spent.lines or spent.problems:
+            transcript.append({"event": "usage", **spent.to_json()})
         transcript.append(
             {
                 "event": "exit",
@@ -187,3 +251,78 @@ class CommandAgent:
         else:
             reason = f"the command exited with code {res.exit_code}" + (f": {last}" if last else "")
         return done(AgentStatus.FAILED, 1, reason)
+
+
+def write_handoff(ctx: AgentContext, folder: Path) -> dict[str, str]:
+    """Write what a run hands its program into ``folder``; the environment variables that name
+    the files (``HANDOFF_FILES``), the folder and the workspace."""
+    feedback = ctx.feedback[-1] if ctx.feedback else ""
+    context = {
+        "node": ctx.node,
+        "attempt": ctx.attempt,
+        "max_steps": ctx.max_steps,
+        "failing": list(ctx.failing),
+        "history": list(ctx.history),
+        "siblings": list(ctx.siblings),
+    }
+    texts = {
+        "TREESEARCH_TASK_FILE": ctx.task,
+        "TREESEARCH_FEEDBACK_FILE": feedback,
+        "TREESEARCH_FAILING_FILE": "".join(f"{t}\n" for t in ctx.failing),
+        "TREESEARCH_CONTEXT_FILE": json.dumps(context, indent=1, default=str) + "\n",
+    }
+    env = {HANDOFF_ENV: str(folder), "TREESEARCH_WORKSPACE": str(ctx.workspace)}
+    for var, name in HANDOFF_FILES.items():
+        (folder / name).write_text(texts[var], encoding="utf-8")
+        env[var] = str(folder / name)
+    return env
+
+
+@dataclass
+class Usage:
+    """What a program said it spent (``USAGE_MARK`` lines on its standard output)."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    lines: int = 0
+    """Usage lines read."""
+    problems: list[str] = field(default_factory=list)
+    """Lines that start with the mark but do not hold a usage mapping (with why)."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "cost_usd": round(self.cost_usd, 6),
+            "lines": self.lines,
+        }
+        if self.problems:
+            out["problems"] = self.problems[:5]
+        return out
+
+
+def read_usage(stdout: str) -> Usage:
+    """The usage a program reported: the sum of its ``treesearch-usage: {...}`` lines."""
+    out = Usage()
+    for line in stdout.splitlines():
+        text = line.strip()
+        if not text.startswith(USAGE_MARK):
+            continue
+        try:
+            data = json.loads(text[len(USAGE_MARK) :])
+            if not isinstance(data, dict):
+                raise ValueError("not a mapping")
+            tokens_in = int(data.get("tokens_in", 0))
+            tokens_out = int(data.get("tokens_out", 0))
+            cost = float(data.get("cost_usd", 0.0))
+            if min(tokens_in, tokens_out, cost) < 0:
+                raise ValueError("a negative count")
+        except (ValueError, TypeError) as exc:
+            out.problems.append(f"{text[:120]}: {exc}")
+            continue
+        out.tokens_in += tokens_in
+        out.tokens_out += tokens_out
+        out.cost_usd += cost
+        out.lines += 1
+    return out

@@ -414,6 +414,7 @@ class Controller:
             # Beside the stores (a copied workspace gets a new store); keyed by content.
             cache_dir=self.store.path.parent / "agent-cache",
             warm=getattr(self.scorer, "warm", None),
+            failing=self._failing(choice.node),
         )
         t = time.perf_counter()
         try:
@@ -483,6 +484,7 @@ class Controller:
             feedback=tuple(self.feedback.get(n, "") for n in choice.path),
             history=tuple(self._history(choice.path)),
             siblings=tuple(self._siblings(choice.node)),
+            failing=self._failing(choice.node),
             seed=self.seed,
             timeout=strategy.timeout,
             time_left=None,
@@ -657,6 +659,11 @@ class Controller:
         if found is None and self.graph is not None and parent in self.graph:
             found = scoring_order.from_summary(parent, self.graph.nodes[parent].get("tests"))
         return found
+
+    def _failing(self, node: str) -> tuple[str, ...]:
+        """The node's failing search tests, as its test summary lists them."""
+        tests = self._g().nodes[node].get("tests") or {}
+        return tuple(str(t) for t in tests.get("failing") or ())
 
     def _g(self) -> nx.DiGraph:
         if self.graph is None:

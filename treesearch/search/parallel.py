@@ -149,6 +149,8 @@ class Task:
     feedback: tuple[str, ...]
     history: tuple[dict[str, Any], ...]
     siblings: tuple[dict[str, Any], ...]
+    failing: tuple[str, ...]
+    """The node's failing search tests (``AgentContext.failing``)."""
     seed: int
     timeout: float
     """The agent's time limit (already clipped to the wall-clock budget left)."""
@@ -673,6 +675,7 @@ def expand(task: Task, store: ShadowStore, scorer: Scorer, spec: WorkerSpec) -> 
         run_tests=run_tests,
         cache_dir=Path(spec.agent_cache) if spec.agent_cache else None,
         warm=scorer.warm,
+        failing=task.failing,
     )
     t = time.perf_counter()
     try:

@@ -27,7 +27,7 @@ def recommended(tmp_path: Path, case: str) -> dict[str, Any]:
     cfg["store"] = base["store"]
     cfg["output"] = base["output"]
     cfg["scoring"]["search_tests"] = base["scoring"]["search_tests"]
-    cfg["search"]["budget"] = {"test_runs": 30}
+    cfg["search"]["budget"]["test_runs"] = 30  # its other limits as they are
     return cfg
 
 
@@ -150,5 +150,5 @@ def test_the_repair_benchmark_specs_and_the_recommended_config_load(spec: str) -
     loaded = load_spec(ROOT / "experiments" / "benchmarks" / spec)
     assert len(loaded.contenders) >= 2
     search, _, _, _ = load_eval_config(ROOT / "configs" / "repair.yaml")
-    assert search["search"]["params"] == {"priors": 5}
+    assert search["search"]["params"] == {"patience": 3}
     assert search["strategies"]["mutate"]["order"] == "ranked"

@@ -141,14 +141,25 @@ def test_screening_expands_what_a_search_running_every_test_expands(
 @pytest.mark.parametrize(
     "spec", ["repair-policies.yaml", "repair-policies-bugs.yaml", "repair-recommended.yaml"]
 )
-def test_the_repair_benchmark_specs_and_the_recommended_config_load(spec: str) -> None:
-    """The SPECs behind the choice check every contender's config as ``compare`` does, and
+def test_the_repair_benchmark_specs_and_the_recommended_config_load(
+    tmp_path: Path, spec: str
+) -> None:
+    """The SPECs behind the choice check every contender's config as ``compare`` does (their
+    instance set, built by experiments/instances/, stands in as an empty file), and
     ``configs/repair.yaml`` is an eval config as it is (no workspace)."""
     from treesearch.compare.spec import load_spec
     from treesearch.eval.batch import load_eval_config
 
-    loaded = load_spec(ROOT / "experiments" / "benchmarks" / spec)
-    assert len(loaded.contenders) >= 2
+    bench = ROOT / "experiments" / "benchmarks"
+    raw = yaml.safe_load((bench / spec).read_text())
+    (tmp_path / "instances.jsonl").write_text("")
+    (tmp_path / "repos").mkdir()
+    raw["instances"], raw["repos"] = str(tmp_path / "instances.jsonl"), str(tmp_path / "repos")
+    for c in raw["contenders"]:
+        c["config"] = str(bench / c["config"])
+    (tmp_path / spec).write_text(yaml.safe_dump(raw))
+    loaded = load_spec(tmp_path / spec)
+    assert len(loaded.contenders) == len(raw["contenders"]) >= 2
     search, _, _, _ = load_eval_config(ROOT / "configs" / "repair.yaml")
     assert search["search"]["params"] == {"patience": 3}
     assert search["strategies"]["mutate"]["order"] == "ranked"

@@ -278,6 +278,26 @@ def test_every_pattern_edit_splices_only_its_own_span(family: str) -> None:
                 acc.append(x)
             xs.sort
             return acc
+
+
+        def first(x, seq):
+            top = seq[0]
+            for i in seq:
+                top == seq[0]
+                if i > x:
+                    return i
+                else:
+                    return len(seq)
+            rest = seq.sort()
+            return rest
+
+
+        def top(xs, k):
+            n = 0
+            out = []
+            while n < k:
+                out.append(xs.pop[0])
+            return out
         """
     )
     src = SourceFile("prog.py", text.encode("utf-8"))
@@ -450,3 +470,196 @@ def test_edits_at_all_lists_a_line_once_per_file_content_and_then_reuses_it(
     fixed = edits_at_all(changed, 2, ALL_FAMILIES, typed=True)
     assert len(computed) == 5
     assert fixed != first and all(e.apply(changed.source) != changed.source for e in fixed)
+
+
+def test_exit_moves_the_final_else_of_a_loop_after_the_loop() -> None:
+    text = textwrap.dedent(
+        """\
+        def search(x, seq):
+            for i in range(len(seq)):
+                if x <= seq[i]:
+                    return i
+                elif x < 0:  # negative
+                    return -1
+                else:
+                    # past this item
+                    return len(seq)
+            pass
+        """
+    )
+    src = source(text)
+    edit = find(src, 3, "exit", "move the loop's final else after the loop")
+    expected = text.replace(
+        "        else:\n            # past this item\n            return len(seq)\n",
+        "    # past this item\n    return len(seq)\n",
+    )
+    assert_exact(src, edit, expected)
+    # An else that does not return (the loop goes on), or an if that is not last: no edit.
+    assert not edits_at_all(
+        source(
+            "def f(xs):\n    for x in xs:\n        if x:\n            return x\n"
+            "        else:\n            x += 1\n"
+        ),
+        3,
+        ["exit"],
+    )
+    assert not edits_at_all(
+        source(
+            "def f(xs):\n    for x in xs:\n        if x:\n            return x\n"
+            "        else:\n            return 0\n        x += 1\n"
+        ),
+        3,
+        ["exit"],
+    )
+
+
+def test_exit_without_a_newline_at_the_end_of_the_file() -> None:
+    text = "def f(xs):\n    for x in xs:\n        if x:\n            return x\n        else:\n            return 0"
+    src = source(text)
+    edit = find(src, 3, "exit", "move the loop's final else after the loop")
+    assert_exact(
+        src, edit, "def f(xs):\n    for x in xs:\n        if x:\n            return x\n    return 0"
+    )
+
+
+def test_guard_returns_early_for_an_empty_parameter() -> None:
+    text = "def f(seq, x):\n    first = seq[0]\n    if x < first:\n        return 0\n    return first\n"
+    src = source(text)
+    ops = {e.operator: e for e in edits_at_all(src, 2, ["guard"])}
+    assert "guard empty seq: return seq" in ops and "guard empty seq: return 0" in ops
+    assert "guard empty seq: return first" not in ops  # a local not bound yet
+    assert ops["guard empty seq: return seq"].weight > ops["guard empty seq: return []"].weight
+    edit = ops["guard empty seq: return 0"]
+    assert_exact(
+        src, edit, text.replace("    first =", "    if not seq:\n        return 0\n    first =", 1)
+    )
+    # In a loop, leaving the loop is an option; a local's index is no parameter's emptiness.
+    loop = source(
+        "def f(xs):\n    out = []\n    while True:\n        out.append(max(xs))\n    return out\n"
+    )
+    assert "guard empty xs: break" in {e.operator for e in edits_at_all(loop, 4, ["guard"])}
+    assert not edits_at_all(source("def f(xs):\n    ys = xs\n    return ys[0]\n"), 3, ["guard"])
+
+
+def test_effect_turns_a_dropped_value_into_the_assignment() -> None:
+    text = "def f(xs):\n    best = xs[0]\n    for x in xs:\n        if x > best:\n            best  - x\n    return best\n"
+    src = source(text)
+    edit = find(src, 5, "effect", "- -> =")
+    assert_exact(src, edit, text.replace("best  - x", "best = x"))
+    eq = source("def f(a):\n    b = 0\n    b == a\n    return b\n")
+    assert_exact(
+        eq, find(eq, 3, "effect", "== -> ="), "def f(a):\n    b = 0\n    b = a\n    return b\n"
+    )
+    inc = source("def f(n):\n    n + 1\n    return n\n")
+    assert_exact(inc, find(inc, 2, "effect", "+ -> +="), "def f(n):\n    n += 1\n    return n\n")
+    assert not edits_at_all(source("def f(xs):\n    print(xs)\n"), 2, ["effect"])
+
+
+def test_inplace_calls_the_method_first_and_uses_its_receiver() -> None:
+    text = "def f(lst, h):\n    if lst:\n        return [h] + f(lst.remove(h), h)  # rest\n    return []\n"
+    src = source(text)
+    edit = find(src, 3, "inplace", "call it first, use its receiver")
+    assert_exact(
+        src,
+        edit,
+        text.replace(
+            "        return [h] + f(lst.remove(h), h)  # rest\n",
+            "        lst.remove(h)\n        return [h] + f(lst, h)  # rest\n",
+        ),
+    )
+    assign = source("def f(xs):\n    ys = xs.sort()\n    return ys\n")
+    assert_exact(
+        assign,
+        find(assign, 2, "inplace", "call it as a statement, then assign its receiver"),
+        "def f(xs):\n    xs.sort()\n    ys = xs\n    return ys\n",
+    )
+    assert_exact(
+        assign,
+        find(assign, 2, "inplace", "call it on the target"),
+        "def f(xs):\n    ys.sort()\n    return ys\n",
+    )
+    same = source("def f(xs):\n    xs = xs.sort()\n    return xs\n")
+    assert_exact(
+        same,
+        find(same, 2, "inplace", "call it as a statement"),
+        "def f(xs):\n    xs.sort()\n    return xs\n",
+    )
+    assert not edits_at_all(source("def f(xs):\n    xs.sort()\n"), 2, ["inplace"])
+
+
+def test_element_uses_the_loop_variable_for_a_fixed_item_of_the_collection() -> None:
+    text = "def f(lst):\n    a, b = [], []\n    for i in lst:\n        a = a + [lst[0]]\n        b = b + [lst[0]]\n        lst = lst[1:]\n    return a, b\n"
+    src = source(text)
+    one = find(src, 4, "element", "lst[0] -> i")
+    assert_exact(src, one, text.replace("a + [lst[0]]", "a + [i]"))
+    both = find(src, 4, "element", "lst[0] -> i at its 2 uses in the loop")
+    assert_exact(src, both, text.replace("[lst[0]]", "[i]"))
+    assert not edits_at_all(source("def f(lst):\n    return lst[0]\n"), 2, ["element"])
+
+
+def test_method_respells_a_method_no_type_has() -> None:
+    text = "def f(lst, x):\n    lst.removal(x)\n    return lst\n"
+    src = source(text)
+    edit = find(src, 2, "method", "unknown .removal -> .remove")
+    assert_exact(src, edit, text.replace(".removal(", ".remove("))
+    # A method the module defines, or a name it imports, is not a misspelling.
+    own = source("class A:\n    def removal(self):\n        pass\n\n\ndef f(a):\n    a.removal()\n")
+    assert not [e for e in edits_at_all(own, 7, ["method"]) if "unknown" in e.operator]
+    mod = source("import math\n\n\ndef f(x):\n    return math.sqroot(x)\n")
+    assert not [e for e in edits_at_all(mod, 5, ["method"]) if "unknown" in e.operator]
+
+
+def test_wrapper_makes_a_one_item_tuple_for_a_tuple_concatenation() -> None:
+    text = "def f(xs):\n    days = ()\n    for d in xs:\n        days = days + d\n    return days\n"
+    src = source(text)
+    edit = find(src, 4, "wrapper", "wrap in ( ,)")
+    assert_exact(src, edit, text.replace("days + d", "days + (d,)"))
+
+
+def test_advance_steps_a_while_counter_the_body_never_changes() -> None:
+    text = "def f(xs, k):\n    n = 0\n    out = []\n    while n < k:\n        out.append(xs[n])  # take\n    return out\n"
+    src = source(text)
+    edit = find(src, 4, "advance", "n += 1 at the end of the loop")
+    assert_exact(src, edit, text.replace("  # take\n", "  # take\n        n += 1\n"))
+    assert edit.weight > find(src, 4, "advance", "n -= 1 at the end of the loop").weight
+    down = source("def f(k):\n    while k > 0:\n        print(k)\n")
+    assert find(down, 2, "advance", "k -= 1 at the end of the loop").weight == 1.0
+    # A counter the body changes (the limit, a parameter, stays), a body that leaves: no edit.
+    assert not edits_at_all(
+        source("def f(k):\n    n = 0\n    while n < k:\n        n = n + 2\n"), 3, ["advance"]
+    )
+    assert not edits_at_all(
+        source("def f(k):\n    n = 0\n    while n < k:\n        return n\n"), 3, ["advance"]
+    )
+
+
+def test_call_calls_a_method_that_is_indexed_instead() -> None:
+    text = "def f(xs):\n    return [xs.pop[0]]\n"
+    src = source(text)
+    assert_exact(
+        src, find(src, 2, "call", "call it with the index"), text.replace("pop[0]", "pop(0)")
+    )
+    assert not edits_at_all(source("def f(d):\n    return d.items[0]\n"), 2, ["call"])
+
+
+def test_init_gives_a_boolean_accumulator_its_neutral_value() -> None:
+    text = "def f(xs):\n    for x in xs:\n        ok = ok or x > 0\n    return ok\n"
+    src = source(text)
+    edit = find(src, 3, "init", "initialise ok = False")
+    assert edit.weight == 1.0
+    assert_exact(src, edit, text.replace("    for x", "    ok = False\n    for x"))
+
+
+def test_variable_respells_a_called_function_and_a_lowercase_constant() -> None:
+    text = "def unique_day(d):\n    return d\n\n\ndef g(ds):\n    if unique_date(ds[0]):\n        return true\n    return False\n"
+    src = source(text)
+    call = find(src, 6, "variable", "undefined unique_date -> unique_day")
+    assert call.weight == 1.0
+    assert_exact(src, call, text.replace("unique_date(", "unique_day("))
+    assert_exact(
+        src,
+        find(src, 7, "variable", "undefined true -> True"),
+        text.replace("return true", "return True"),
+    )
+    # A called name spelled like nothing the module or the builtins define: no guess.
+    assert not edits_at_all(source("def g(x):\n    return zzqy(x)\n"), 2, ["variable"])

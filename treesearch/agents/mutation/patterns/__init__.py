@@ -27,7 +27,16 @@ of QuixBugs-style algorithm benchmarks):
 - ``init``: a missing initialisation of an accumulator nothing binds (``acc = []`` first);
 - ``iterate``: a loop over a list its body changes -> a loop over a copy (``xs[:]``);
 - ``call``: a method named as a statement but not called (``xs.pop``) -> ``xs.pop()``;
-- ``indent``: the last statements of a loop's body one level too deep -> out of the loop.
+- ``indent``: the last statements of a loop's body one level too deep -> out of the loop;
+- ``exit``: a loop whose final ``if ... else: return`` decides on the first item -> the
+  ``else`` body after the loop;
+- ``guard``: a fixed index or ``max``/``min`` of a parameter that may be empty -> an
+  ``if not xs:`` guard that returns (or leaves the loop) first;
+- ``effect``: a value computed and dropped (``x == y``, ``best - i``) -> the assignment;
+- ``inplace``: the ``None`` of ``xs.sort()``/``xs.remove(x)``... used as a value -> the call as
+  a statement, its receiver in its place;
+- ``element``: ``xs[0]`` inside ``for x in xs:`` -> ``x``;
+- ``advance``: a ``while`` counter its body never changes -> ``n += 1`` at the end of the body.
 
 Each family is a function ``(builder, stmt) -> None`` that adds ``Edit`` s to the builder.
 """
@@ -44,6 +53,14 @@ from treesearch.agents.mutation.patterns.expressions import (
     offbyone_edits,
     structure_edits,
     wrapper_edits,
+)
+from treesearch.agents.mutation.patterns.flow import (
+    advance_edits,
+    effect_edits,
+    element_edits,
+    exit_edits,
+    guard_edits,
+    inplace_edits,
 )
 from treesearch.agents.mutation.patterns.state import (
     call_edits,
@@ -72,6 +89,12 @@ _BY_FAMILY: Mapping[str, Callable[[_Builder, ast.stmt], None]] = {
     "iterate": iterate_edits,
     "call": call_edits,
     "indent": indent_edits,
+    "exit": exit_edits,
+    "guard": guard_edits,
+    "effect": effect_edits,
+    "inplace": inplace_edits,
+    "element": element_edits,
+    "advance": advance_edits,
 }
 PATTERN_FAMILIES: tuple[str, ...] = tuple(_BY_FAMILY)
 """The fix-pattern families, in the order their edits are listed."""
@@ -89,6 +112,12 @@ PATTERN_PRIORS: Mapping[str, float] = {
     "iterate": 1.0,
     "call": 1.0,
     "indent": 0.8,
+    "exit": 0.9,
+    "guard": 0.7,
+    "effect": 1.0,
+    "inplace": 1.0,
+    "element": 0.6,
+    "advance": 0.8,
 }
 """Prior weight of each pattern family in the ranked order (the classic families' priors are
 in ``treesearch.agents.mutation.ranking``)."""

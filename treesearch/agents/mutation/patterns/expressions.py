@@ -19,6 +19,7 @@ from treesearch.agents.mutation._names import _scope
 from treesearch.agents.mutation._source import SourceFile
 from treesearch.agents.mutation._statements import _function_statements
 from treesearch.agents.mutation.operators import _plus_minus, _sites
+from treesearch.agents.mutation.patterns.statements import _similarity
 
 __all__ = [
     "clause_edits",
@@ -187,6 +188,12 @@ def wrapper_edits(b: _Builder, stmt: ast.stmt) -> None:
             b.replace("wrapper", f"wrap in {name}()", node, f"{name}({text})", weight)
         if isinstance(node, ast.Name):
             b.replace("wrapper", "wrap in [ ]", node, f"[{text}]", 0.4)
+            parent = src.parents.get(node)
+            added = (isinstance(parent, ast.BinOp) and parent.right is node) or (
+                isinstance(parent, ast.AugAssign) and parent.value is node
+            )
+            if added and isinstance(parent.op, ast.Add):  # type: ignore[union-attr]
+                b.replace("wrapper", "wrap in ( ,)", node, f"({text},)", 0.4)  # acc + (x,)
 
 
 # --- method ---------------------------------------------------------------------------------------
@@ -221,6 +228,46 @@ _METHOD_SWAPS: dict[str, tuple[str, ...]] = {
     "isalpha": ("isdigit", "isalnum"),
 }
 _SORT_CALLS = frozenset({"sort", "sorted"})
+_BUILTIN_METHODS = frozenset(
+    name
+    for kind in (list, dict, set, str, tuple, int, float)
+    for name in dir(kind)
+    if not name.startswith("_")
+)
+
+
+def _respelled(src: SourceFile, func: ast.Attribute) -> list[str]:
+    """A method no builtin type has and the module never defines (an ``AttributeError``,
+    ``xs.removal(x)``) -> the builtin methods spelled most like it (at most three). Not for a
+    name the module imports (``math.sqroot``: a module's own names are not known here)."""
+    attr = func.attr
+    if attr in _BUILTIN_METHODS or (
+        isinstance(func.value, ast.Name) and func.value.id in _imported(src)
+    ):
+        return []
+    if attr in _defined_attributes(src):
+        return []
+    near = sorted((-_similarity(attr, m), m) for m in _BUILTIN_METHODS)
+    return [m for score, m in near if -score >= 0.6][:3]
+
+
+def _imported(src: SourceFile) -> set[str]:
+    return {
+        (a.asname or a.name).split(".")[0]
+        for node in ast.walk(src.tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for a in node.names
+    }
+
+
+def _defined_attributes(src: SourceFile) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(src.tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            out.add(node.attr)
+    return out
 
 
 def method_edits(b: _Builder, stmt: ast.stmt) -> None:
@@ -248,6 +295,8 @@ def method_edits(b: _Builder, stmt: ast.stmt) -> None:
             if src.source[attr_start:fe] == func.attr.encode("utf-8"):
                 for new in _METHOD_SWAPS.get(func.attr, ()):
                     b.add("method", f".{func.attr} -> .{new}", attr_start, fe, new, 0.8)
+                for new in _respelled(src, func):
+                    b.add("method", f"unknown .{func.attr} -> .{new}", attr_start, fe, new)
             name = func.attr
         else:
             continue

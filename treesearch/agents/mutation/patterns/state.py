@@ -5,11 +5,13 @@
   and that the function uses as an accumulator
   (``acc.append(x)``, ``acc += x``, ``acc[k] = v``) gets ``acc = <empty value>`` as the first
   statement of the function, the value its use implies first (``[]`` for list methods,
-  ``set()`` for ``add``, ``{}`` for item assignment, ``0`` for arithmetic, ``''`` for text);
+  ``set()`` for ``add``, ``{}`` for item assignment, ``0`` for arithmetic, ``''`` for text,
+  ``False`` for ``ok = ok or ...``, ``True`` for ``ok = ok and ...``);
 - ``iterate``: a loop over a list that its own body changes (``for x in xs:`` with
   ``xs.remove(...)``, ``xs.pop(...)``, ``xs.append(...)``, ``del xs[i]`` in the body skips or
   repeats items): iterate over a copy, ``for x in xs[:]:``;
 - ``call``: a method or function named as a statement but not called (``xs.pop``) -> called;
+  a method indexed instead of called (``xs.pop[0]``) -> ``xs.pop(0)``;
 - ``indent``: the last statements of a loop's body one level too deep -> moved out of the loop.
 """
 
@@ -27,8 +29,9 @@ __all__ = ["call_edits", "indent_edits", "init_edits", "iterate_edits"]
 
 _LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "sort", "reverse"})
 _SET_METHODS = frozenset({"add", "discard", "update"})
+_INDEXED_CALLS = frozenset({"index", "count", "get", "find", "split", "join"})
 _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear"})
-_EMPTY: tuple[str, ...] = ("[]", "0", "''", "{}", "set()", "None")
+_EMPTY: tuple[str, ...] = ("[]", "0", "''", "{}", "set()", "None", "False")
 
 
 def _implied(fn: ast.AST, name: str) -> list[str]:
@@ -56,6 +59,12 @@ def _implied(fn: ast.AST, name: str) -> list[str]:
             and isinstance(node.ctx, ast.Store)
         ):
             say("{}")
+        elif (
+            isinstance(node, ast.BoolOp)
+            and isinstance(node.values[0], ast.Name)
+            and node.values[0].id == name
+        ):
+            say("False" if isinstance(node.op, ast.Or) else "True")  # ``ok = ok or c(x)``
         elif isinstance(node, (ast.AugAssign, ast.BinOp)):
             left = node.target if isinstance(node, ast.AugAssign) else node.left
             right = node.value if isinstance(node, ast.AugAssign) else node.right
@@ -97,7 +106,7 @@ def init_edits(b: _Builder, stmt: ast.stmt) -> None:
         if isinstance(node.ctx, ast.Load):
             if known is None:
                 known = _known(src, fn)
-            if node.id in known:
+            if node.id in known and not _reads_itself_first(src, fn, node):
                 continue
         elif not (
             isinstance(src.parents.get(node), ast.AugAssign) and not _bound_before(src, fn, node.id)
@@ -108,7 +117,7 @@ def init_edits(b: _Builder, stmt: ast.stmt) -> None:
             continue  # read but never accumulated into: a misspelling (``variable``), not this
         # A variable in scope spelled almost alike makes a misspelling likelier than a missing
         # initialisation (the ``variable`` family renames it).
-        near = any(_similarity(node.id, n) >= 0.75 for n in _scope(src, node))
+        near = any(n != node.id and _similarity(node.id, n) >= 0.75 for n in _scope(src, node))
         scale = 0.5 if near else 1.0
         at = src.line_start(first.lineno)
         indent = src.indent_of(first).decode("utf-8")
@@ -121,6 +130,33 @@ def init_edits(b: _Builder, stmt: ast.stmt) -> None:
                 f"{indent}{node.id} = {value}{src.newline}",
                 scale * (1.0 if i == 0 else 0.5 if i < len(implied) else 0.2),
             )
+
+
+def _reads_itself_first(
+    src: SourceFile, fn: ast.FunctionDef | ast.AsyncFunctionDef, node: ast.Name
+) -> bool:
+    """``ok = ok or c`` where every binding of ``ok`` in ``fn`` reads ``ok`` itself (and it
+    is no parameter): the first run of it raises ``UnboundLocalError``."""
+    name = node.id
+    assign = src.parents.get(node)
+    while assign is not None and not isinstance(assign, ast.stmt):
+        assign = src.parents.get(assign)
+    if not isinstance(assign, ast.Assign) or name in _params(fn):
+        return False
+    if not any(isinstance(t, ast.Name) and t.id == name for t in assign.targets):
+        return False
+    for other in ast.walk(fn):
+        if isinstance(other, (ast.Global, ast.Nonlocal)) and name in other.names:
+            return False
+        if isinstance(other, ast.Name) and other.id == name and isinstance(other.ctx, ast.Store):
+            owner = src.parents.get(other)
+            reads = owner is not None and any(
+                isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                for n in ast.walk(owner)
+            )
+            if not reads:
+                return False
+    return True
 
 
 def _bound_before(src: SourceFile, fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
@@ -175,11 +211,21 @@ def iterate_edits(b: _Builder, stmt: ast.stmt) -> None:
 
 def call_edits(b: _Builder, stmt: ast.stmt) -> None:
     """A method or function named but not called as a statement (``xs.pop``, ``xs.sort``:
-    a statement that does nothing) -> called without arguments (``xs.pop()``)."""
-    if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, (ast.Attribute, ast.Name)):
-        return
-    text = b.src.text(stmt.value)
-    b.replace("call", "call it", stmt.value, f"{text}()")
+    a statement that does nothing) -> called without arguments (``xs.pop()``); a method
+    indexed instead of called (``xs.pop[0]``) -> called with the index (``xs.pop(0)``)."""
+    src = b.src
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, (ast.Attribute, ast.Name)):
+        text = src.text(stmt.value)
+        b.replace("call", "call it", stmt.value, f"{text}()")
+    for node in _sites(stmt):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr in _LIST_METHODS | _INDEXED_CALLS
+            and not isinstance(node.slice, ast.Slice)
+        ):
+            index = src.text(node.slice)
+            b.replace("call", "call it with the index", node, f"{src.text(node.value)}({index})")
 
 
 # --- indent ---------------------------------------------------------------------------------------

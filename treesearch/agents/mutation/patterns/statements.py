@@ -8,7 +8,7 @@ import builtins
 import difflib
 
 from treesearch.agents.mutation._edit import _Builder, _splice
-from treesearch.agents.mutation._names import _params, _scope
+from treesearch.agents.mutation._names import _module_functions, _params, _scope
 from treesearch.agents.mutation._source import SourceFile
 from treesearch.agents.mutation.operators import _sites
 
@@ -122,6 +122,13 @@ def missing_edits(b: _Builder, stmt: ast.stmt) -> None:
 # --- variable -------------------------------------------------------------------------------------
 
 _BUILTINS = frozenset(dir(builtins))
+_CALLABLE_BUILTINS = tuple(
+    sorted(
+        n
+        for n in _BUILTINS
+        if not n.startswith("_") and n[0].islower() and callable(getattr(builtins, n))
+    )
+)
 
 
 def _similarity(a: str, b: str) -> float:
@@ -148,7 +155,8 @@ def _known(src: SourceFile, fn: ast.AST | None) -> set[str]:
 
 def variable_edits(b: _Builder, stmt: ast.stmt) -> None:
     """An undefined name (a ``NameError``, as PyTER repairs it) -> each variable in scope, the
-    most similar spelling first; an integer constant in a slice, ``range`` or a comparison ->
+    most similar spelling first (for a called name: the module's functions and the builtins
+    spelled alike; ``false``/``true``/``none`` -> the constant); an integer constant in a slice, ``range`` or a comparison ->
     a parameter of the function (a hard-coded value for what should be an argument), a
     parameter the function never reads first."""
     src = b.src
@@ -162,7 +170,15 @@ def variable_edits(b: _Builder, stmt: ast.stmt) -> None:
                 continue
             scope = _scope(src, node)
             old = node.id
+            parent = src.parents.get(node)
+            if isinstance(parent, ast.Call) and parent.func is node:
+                # ``unique_date(d)`` for ``unique_day(d)``: what a call may name, alike first
+                scope = [*_module_functions(src), *_CALLABLE_BUILTINS]
+                scope = [n for n in scope if _similarity(old, n) >= 0.6]
             ranked = sorted(scope, key=lambda n: -_similarity(old, n))
+            for constant in ("True", "False", "None"):
+                if old.lower() == constant.lower():  # ``false``, ``TRUE``
+                    b.replace("variable", f"undefined {old} -> {constant}", node, constant)
             uses = _uses(fn, old) if fn is not None else []
             for i, new in enumerate(ranked):
                 weight = 1.0 if i == 0 else 0.7 if i < 3 else 0.4

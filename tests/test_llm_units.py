@@ -209,6 +209,16 @@ def test_mask_volatile_masks_paths_durations_and_addresses() -> None:
     )
 
 
+def test_mask_volatile_masks_the_test_runners_own_report_files() -> None:
+    """pytest -v prints the JUnit file the runner asked for: a new name in every run, so a
+    replayed search whose feedback holds it would never find its recording."""
+    one = "- generated xml file: /tmp/treesearch-0/score-29011-4200577-f3-jyie4zli/junit-29011-1.xml -"
+    two = "- generated xml file: /tmp/treesearch-0/score-29134-4202533-f3-w_oz3a3s/junit-29134-1.xml -"
+    assert mask_volatile(one) == mask_volatile(two) == "- generated xml file: <report> -"
+    # A project's own report under a folder of another name stays as it is.
+    assert mask_volatile("wrote /w/reports/junit-1.xml") == "wrote /w/reports/junit-1.xml"
+
+
 # --- cache and replies ----------------------------------------------------------------------------
 
 

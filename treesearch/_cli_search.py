@@ -69,6 +69,13 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
     )
     for line in render.agent_lines(out.summary):
         print(line)
+    repro = out.summary.get("reproduce")
+    if repro is not None:  # search.reproduce: what steered the search beside the tests
+        kept = ", ".join(str(k["from"]) for k in repro["kept"]) or "none (no signal from them)"
+        print(
+            f"reproduction tests kept: {kept}; dropped {len(repro['dropped'])} "
+            f"(reasons in {out.run_dir / 'reproduce' / 'reproduce.json'})"
+        )
     if out.grade is not None:
         print(
             f"held-out grade: {out.grade.score:.3f}" + (" (resolved)" if out.grade.resolved else "")

@@ -48,6 +48,13 @@ from treesearch.search.controller import Controller, SearchResult, Strategy, one
 from treesearch.search.events import replay
 from treesearch.search.parallel import WorkerPool, WorkerSpec
 from treesearch.search.policies import make_policy
+from treesearch.search.reproduce import (
+    REPRODUCE_TASK,
+    read_record,
+    reproduce,
+    reproduction_command,
+    shared_copy,
+)
 from treesearch.store import ShadowStore, default_home
 from treesearch.store.workers import worker_view
 
@@ -260,6 +267,8 @@ def _search_held(
         run.append({"event": "reaped", "time": time.time(), **reaped.to_dict()})
     if cfg.workspace.source is not None:  # a copy: `treesearch clean` keeps it while we run
         claim_copy(loaded.workspace_path())
+    loaded = _reproduced(loaded, run, store, on_note)  # search.reproduce: tests before search
+    cfg = loaded.config
     scorer = Scorer.from_config(
         cfg.scoring.model_dump(),
         loaded.source,
@@ -269,6 +278,71 @@ def _search_held(
     with scorer:  # its warm server ends with the search, however it ends
         scorer.warm.on_note = _warm_note(run, on_note)
         return _search_scored(loaded, run, store, events, on_progress, scorer, on_note=on_note)
+
+
+def _reproduced(
+    loaded: LoadedConfig, run: RunDir, store: ShadowStore, on_note: NoteFn | None
+) -> LoadedConfig:
+    """``search.reproduce``: the reproduction tests (written now, or read from the run's record
+    when it is resumed), and the config the search then runs: the kept files in the search
+    tests' pytest run, scored as their own part; the reproducing strategy out of the search."""
+    cfg = loaded.config
+    rep = cfg.search.reproduce
+    if rep is None:
+        return loaded
+    tests = cfg.scoring.search_tests  # a pytest run (checked with the config)
+    folder = run.path / "reproduce"
+    record = read_record(folder)
+    if record is None:
+        strat = cfg.strategies[rep.strategy]
+        task = (rep.task or REPRODUCE_TASK).replace("{task}", cfg.task)
+        root = str(store.capture(label=None, meta=None).tree)
+        say = None if on_note is None else (lambda text: on_note(f"note: {text}"))
+        record = reproduce(
+            store,
+            root,
+            name=rep.strategy,
+            make_agent=lambda: build_agent(agent_config(strat)),
+            task=task,
+            samples=rep.samples,
+            max_steps=strat.max_steps if strat.max_steps is not None else cfg.search.steps,
+            timeout=float(strat.timeout if strat.timeout is not None else cfg.search.agent_timeout),
+            spec=tests.to_spec(),
+            folder=folder,
+            seed=cfg.search.seed,
+            session_file=lambda k: run.session_file(f"reproduce-{k:02d}"),
+            cache_dir=store.path.parent / "agent-cache",
+            isolation=_isolation(loaded),
+            on_note=say,
+        )
+        run.append({"event": "reproduced", "time": time.time(), **record.to_json()})
+    others = {k: v for k, v in cfg.strategies.items() if k != rep.strategy}
+    kept = record.kept_paths(folder)
+    scoring = cfg.scoring
+    if kept:
+        cwd = store.workspace / tests.cwd
+        command = reproduction_command(tests.command, shared_copy(kept, store.path.parent), cwd)
+        scoring = scoring.model_copy(
+            update={
+                "search_tests": tests.model_copy(update={"command": command}),
+                "score": {
+                    "kind": "with_reproduction",
+                    "base": scoring.score,
+                    "files": [p.name for p in kept],
+                    "weight": rep.weight,
+                },
+            }
+        )
+    elif on_note is not None:
+        on_note(
+            "warning: search.reproduce kept no reproduction test (see reproduce/reproduce.json):"
+            " the search has only the repository's tests (no_signal if they pass at the root)"
+        )
+    search = cfg.search.model_copy(update={"reproduce": None})
+    new = cfg.model_copy(update={"strategies": others, "scoring": scoring, "search": search})
+    out = LoadedConfig(new, loaded.raw, loaded.source, loaded.base_dir, loaded.overrides)
+    out.reproduction = record
+    return out
 
 
 def _warm_note(run: RunDir, on_note: NoteFn | None) -> NoteFn:
@@ -505,6 +579,9 @@ def _finish(
     }
     if cfg.workspace.source is not None:
         summary["workspace_copy"] = copy_note(store.workspace, cfg.workspace.source)
+    record = loaded.reproduction
+    if record is not None:  # search.reproduce: what steered the search beside the tests
+        summary["reproduce"] = {**record.to_json(), "no_signal": not record.kept}
     run.write_json("summary.json", summary)
     run.append(
         {

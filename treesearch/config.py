@@ -24,6 +24,7 @@ from pydantic import (
     Tag,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from treesearch.agents.configs import (
@@ -97,6 +98,22 @@ class BudgetConfig(_Model):
     max_depth: int | None = Field(None, ge=0, le=MAX_COUNT)
 
 
+class ReproduceConfig(_Model):
+    """``search.reproduce``: reproduction tests written before the search (``search.reproduce``
+    module): a strategy of ``strategies`` that writes them (it takes no part in the search
+    itself), how often it is asked, and the weight of the kept tests in the score."""
+
+    strategy: str
+    """Name of the strategy that writes the tests (in ``strategies``)."""
+    samples: int = Field(2, ge=1, le=20)
+    """Attempts (each may write several files)."""
+    weight: float = Field(0.5, gt=0, le=1, allow_inf_nan=False)
+    """Share of the score the reproduction tests carry (the repository's tests: the rest)."""
+    task: str | None = None
+    """How the strategy is asked (``{task}``: the search's task text); default
+    ``reproduce.REPRODUCE_TASK``."""
+
+
 class SearchConfig(_Model):
     policy: Literal["bfs", "best_first", "beam", "mcts", "puct", "random"] = "best_first"
     params: dict[str, float] = Field(default_factory=dict)
@@ -115,6 +132,8 @@ class SearchConfig(_Model):
     (``search.parallel``); results are applied in selection order, so the same seed and the same
     ``workers`` give the same graph. 1: one expansion at a time, in the workspace itself."""
     budget: BudgetConfig = BudgetConfig()
+    reproduce: ReproduceConfig | None = None
+    """Reproduction tests before the search (off by default)."""
 
 
 class SandboxConfig(_Model):
@@ -318,6 +337,28 @@ class Config(_Model):
             raise ValueError("at least one strategy is needed")
         return v
 
+    @model_validator(mode="after")
+    def _reproducer_is_a_strategy(self) -> Config:
+        rep = self.search.reproduce
+        if rep is None:
+            return self
+        if rep.strategy not in self.strategies:
+            known = ", ".join(sorted(self.strategies))
+            raise ValueError(
+                f"search.reproduce.strategy: {rep.strategy!r} is not a strategy (known: {known})"
+            )
+        if len(self.strategies) < 2:
+            raise ValueError(
+                "search.reproduce.strategy: the strategy that writes reproduction tests takes "
+                "no part in the search; add a strategy that fixes"
+            )
+        if not self.scoring.search_tests.to_spec().is_pytest:
+            raise ValueError(
+                "search.reproduce: scoring.search_tests must run pytest (the reproduction "
+                "tests join its run); its command does not"
+            )
+        return self
+
 
 class LoadedConfig:
     """A validated config, the raw mapping it came from, and where it came from."""
@@ -336,6 +377,9 @@ class LoadedConfig:
         self.base_dir = base_dir
         self.overrides = tuple(overrides)
         """The ``-c key.path=value`` overrides applied on top of ``source``."""
+        self.reproduction: Any = None
+        """What ``search.reproduce`` found (``search.reproduce.Reproduction``), once the search
+        has run it; the config then no longer has the section."""
 
     def workspace_path(self) -> Path:
         p = Path(self.config.workspace.path).expanduser()

@@ -45,8 +45,16 @@ def event_line(event: dict[str, Any]) -> str | None:
         row = event["row"]
         eta = event["eta_seconds"]
         reason = f"  {row['reason']}" if row["status"] == "error" else ""
+        repro = row.get("reproduction")
         if row.get("no_signal"):
-            reason = "  NO SIGNAL: the root already passed every search test" + reason
+            why = (
+                "no reproduction test kept"
+                if repro is not None and not repro.get("kept")
+                else "the root already passed every search test"
+            )
+            reason = f"  NO SIGNAL: {why}" + reason
+        elif repro is not None:
+            reason = f"  (reproduced by {len(repro['kept'])} test file(s))" + reason
         strict = row.get("strict") or {}
         if row["status"] == "resolved" and strict and not strict.get("resolved"):
             reason += f"  (strict: not resolved: {strict.get('reason')})"

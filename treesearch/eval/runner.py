@@ -328,6 +328,11 @@ def _run(
         return _pack(outcome.run_dir)
     root_score = outcome.graph.nodes[root_of(outcome.graph)].get("score")
     row["no_signal"] = bool(not s.oracle and root_score is not None and root_score >= 1.0)
+    repro = outcome.summary.get("reproduce")
+    if repro is not None:  # search.reproduce: which tests, written from the task, steered it
+        row["reproduction"] = _reproduction_row(repro)
+        row["tokens"] += int(repro.get("tokens") or 0)  # the reproducing strategy's tokens too
+        row["no_signal"] = bool(row["no_signal"] or not repro.get("kept"))
 
     # 4. Grading, in a fresh copy of the best tree plus the held-out tests.
     st = ShadowStore.open(
@@ -357,16 +362,72 @@ def _run(
         check_imports=_checker(test_env),
         test_patch_applied=s.oracle,  # with oracle the searched tree holds the tests already
     )
-    if row["no_signal"] and row["status"] != "error":
-        row["reason"] = (
-            "no signal: the root already passed every search test, so the search had nothing "
-            "to climb (give it one: see README, SWE-bench in practice)"
-            + (f"; {row['reason']}" if row.get("reason") else "")
+    if repro is not None and repro.get("kept") and inst.patch.strip():
+        # How often the strategy reproduced the issue correctly: the kept tests, run on the
+        # base commit with the gold patch (never shown to the search).
+        row["reproduction"]["passes_with_gold"] = _passes_with_gold(
+            inst, s, scratch, outcome.run_dir / "reproduce", repro, raw, name
         )
+    if row["no_signal"] and row["status"] != "error":
+        why = (
+            "no signal: search.reproduce kept no reproduction test, and the root passed every "
+            "search test"
+            if repro is not None and not repro.get("kept")
+            else "no signal: the root already passed every search test, so the search had "
+            "nothing to climb (give it one: see README, SWE-bench in practice)"
+        )
+        row["reason"] = why + (f"; {row['reason']}" if row.get("reason") else "")
     lap("grade")
     archive = _pack(outcome.run_dir)
     lap("pack")
     return archive
+
+
+def _reproduction_row(repro: dict[str, Any]) -> dict[str, Any]:
+    """The eval row's account of ``search.reproduce``: the kept files (the path the strategy
+    wrote, the copy in the run's ``reproduce/`` folder, the tests that failed at the root) and
+    the dropped ones with their reasons."""
+    return {
+        "strategy": repro.get("strategy"),
+        "attempts": repro.get("attempts"),
+        "kept": [
+            {"from": k.get("from"), "file": k.get("file"), "failing": k.get("failing", [])}
+            for k in repro.get("kept", [])
+        ],
+        "dropped": [
+            {"from": d.get("from"), "reason": d.get("reason")} for d in repro.get("dropped", [])
+        ],
+        "tokens": repro.get("tokens", 0),
+        "test_runs": repro.get("test_runs", 0),
+    }
+
+
+def _passes_with_gold(
+    inst: Instance,
+    s: EvalSettings,
+    scratch: Path,
+    folder: Path,
+    repro: dict[str, Any],
+    raw: dict[str, Any],
+    name: str,
+) -> dict[str, bool] | None:
+    """Kept reproduction file -> whether it passes on the base commit with the gold patch
+    (``None`` when that tree cannot be made)."""
+    from treesearch.scoring.spec import TestSpecConfig
+    from treesearch.search.reproduce import check_file
+
+    gold = scratch / "gold" / name
+    try:
+        _base_tree(inst, s, gold, {})
+        apply_patch(gold, inst.patch)
+    except (_NoBase, PatchError, TreesearchError):
+        return None
+    spec = TestSpecConfig(**(raw.get("scoring") or {}).get("search_tests", {})).to_spec()
+    out: dict[str, bool] = {}
+    for k in repro.get("kept", []):
+        kept, reason, _run = check_file(folder / str(k["file"]), gold, spec)
+        out[str(k["file"])] = not kept and reason.startswith("passes")
+    return out
 
 
 def agreeing_score(score: Any) -> Any:

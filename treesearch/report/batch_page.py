@@ -109,6 +109,12 @@ def curve(values: list[float | None], total: int, end: float) -> list[list[float
     return points
 
 
+def _repro(row: dict[str, Any]) -> str:
+    """Which reproduction tests (``search.reproduce``) steered the search, for its cell."""
+    kept = (row.get("reproduction") or {}).get("kept") or []
+    return "reproduced: " + ", ".join(str(k.get("from")) for k in kept) if kept else ""
+
+
 def _frac(tests: dict[str, Any] | None, key: str) -> str:
     part = (tests or {}).get(key)
     if not isinstance(part, dict):
@@ -144,7 +150,7 @@ def eval_page_data(out: Path) -> dict[str, Any]:
                 {"text": iid, "href": links.get(rel or ""), "key": iid},
                 {"text": r.get("status"), "cls": f"status-{r.get('status')}"},
                 _yes((r.get("strict") or {}).get("resolved") if r.get("strict") else None),
-                {"text": "NO SIGNAL", "cls": "status-error"} if r.get("no_signal") else "",
+                {"text": "NO SIGNAL", "cls": "status-error"} if r.get("no_signal") else _repro(r),
                 _frac(r.get("tests"), "FAIL_TO_PASS"),
                 _frac(r.get("tests"), "PASS_TO_PASS"),
                 r.get("test_runs"),

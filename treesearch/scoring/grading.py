@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from treesearch.errors import ConfigError
@@ -239,10 +239,56 @@ def _id_list(params: Mapping[str, Any], names: Sequence[str], at: str) -> tuple[
     return tuple(value)
 
 
+@dataclass(frozen=True)
+class WithReproduction:
+    """The search's score with reproduction tests (``search.reproduce``) as a part of their
+    own: ``weight`` x the share of the reproduction tests that pass + (1 - ``weight``) x the
+    ``base`` score of the other tests. Resolved when both parts are. A test belongs to the
+    reproduction part when its file's name is one of ``files``. The details say each part's
+    counts (``reproduction``: passed, counted)."""
+
+    name: ClassVar[str] = "with_reproduction"
+    base: Any
+    """The score function of the other tests."""
+    files: tuple[str, ...] = ()
+    weight: float = 0.5
+
+    def mine(self, test_id: str) -> bool:
+        """Whether ``test_id`` is one of the reproduction tests (``test_r.py::test_a``, or
+        ``test_r.TestK::test_a`` as JUnit names a module outside the workspace)."""
+        head = test_id.split("::", 1)[0].rsplit("/", 1)[-1]
+        stem = head[:-3] if head.endswith(".py") else head.split(".", 1)[0]
+        return stem in {f[:-3] if f.endswith(".py") else f for f in self.files}
+
+    def __call__(self, run: TestRun) -> Grade:
+        if run.status is not RunStatus.OK:
+            return self.base(run)  # type: ignore[no-any-return]
+        mine = tuple(t for t in run.tests if self.mine(t.id))
+        rest = tuple(t for t in run.tests if not self.mine(t.id))
+        other = self.base(replace(run, tests=rest))
+        good = sum(1 for t in mine if t.outcome.is_pass and t.outcome is not Outcome.XPASS)
+        counted = sum(1 for t in mine if t.outcome is not Outcome.SKIPPED)
+        share = good / counted if counted else 0.0
+        value = self.weight * share + (1.0 - self.weight) * other.value
+        details = {**other.details, "reproduction": {"passed": good, "counted": counted}}
+        return Grade(value, bool(other.resolved and counted and good == counted), details)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], at: str) -> WithReproduction:
+        _check_keys(params, ("base", "files", "weight"), at)
+        files = _id_list(params, ("files",), at)
+        weight = params.get("weight", 0.5)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 1:
+            raise ConfigError(f"{at}.weight: must be a number in (0, 1], got {weight!r}")
+        base = make_score(params.get("base", "pass_fraction"), source=at, where="base")
+        return cls(base=base, files=files, weight=float(weight))
+
+
 SCORES: Mapping[str, Any] = {
     PassFraction.name: PassFraction,
     Resolved.name: Resolved,
     SweBench.name: SweBench,
+    WithReproduction.name: WithReproduction,
 }
 """The score registry: name -> class with ``from_params(params, at)``."""
 

@@ -794,6 +794,10 @@ def _summary(result: ScoreResult) -> dict[str, Any]:
         out["summary"] = f"{counts} ({run.status.value}: {run.problem[:200]})"
     if run.exit_code is None and run.status is RunStatus.CRASHED:
         out["started"] = False  # the command could not start (a program not found)
+    repro = (result.details or {}).get("reproduction")  # search.reproduce: its own part
+    if repro:
+        out["reproduction"] = {"passed": repro["passed"], "counted": repro["counted"]}
+        out["summary"] += f"; reproduction tests: {repro['passed']}/{repro['counted']} pass"
     marks = scoring_order.summary_marks(result)  # a failing-first screen: what is known
     if marks:
         out.update(marks)

@@ -9,8 +9,9 @@ transport and are not part of the key: a recording made against one server repla
 
 Before hashing, *volatile text* in message contents is masked: text that differs between two
 runs of the same search although nothing the model could act on changed. That is elapsed-time
-figures (``0.31 s``, ``in 0.05s``), memory addresses (``0x7f3a...``) and the workspace's absolute
-path (a search of a temporary copy works in a new folder each time). The request sent to the
+figures (``0.31 s``, ``in 0.05s``), memory addresses (``0x7f3a...``), the workspace's absolute
+path (a search of a temporary copy works in a new folder each time) and the names of the test
+runner's own report files (pytest prints ``generated xml file: ...`` at ``-v``). The request sent to the
 model is never altered; only its key is computed from the masked copy.
 
 The cache is a folder of JSON files, one per key (``<key[:2]>/<key>.json``), written atomically,
@@ -46,6 +47,9 @@ _KEY_VERSION = 1
 
 _DURATION = re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds)\b")
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+# The test runner's own report files (``lifecycle.process_dir``: a folder per process), whose
+# names pytest prints at -v ("generated xml file: ..."): never the same twice.
+_OWN_REPORT = re.compile(r"(?:/[^\s/]+)*/treesearch-\d+/score-[^\s/]+/(?:junit|probe)-[^\s/]+")
 
 
 class ReplayMissError(AgentError):
@@ -60,9 +64,11 @@ def canonical_json(value: Any) -> bytes:
 
 
 def mask_volatile(text: str, paths: Sequence[str] = ()) -> str:
-    """``text`` with the given absolute paths, durations and memory addresses masked."""
+    """``text`` with the given absolute paths, the test runner's own report files, durations
+    and memory addresses masked."""
     for path in sorted({p for p in paths if p and p != "/"}, key=len, reverse=True):
         text = text.replace(path, "<workspace>")
+    text = _OWN_REPORT.sub("<report>", text)
     text = _DURATION.sub("<duration>", text)
     return _ADDRESS.sub("<address>", text)
 

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from treesearch.agents.command import read_usage
 from treesearch.app import run_from_config
 
@@ -147,3 +149,62 @@ def test_read_usage_sums_lines_and_refuses_bad_ones() -> None:
     got = read_usage(text)
     assert (got.tokens_in, got.tokens_out, got.cost_usd, got.lines) == (3, 4, 0.5, 2)
     assert len(got.problems) == 2
+
+
+MODEL_CLI = r"""
+import json, os, pathlib, sys, urllib.request
+
+env = os.environ
+failing = pathlib.Path(env["TREESEARCH_FAILING_FILE"]).read_text()
+body = {
+    "model": "fake-model",
+    "messages": [
+        {"role": "system", "content": "Answer with JSON: the text to replace in m.py."},
+        {"role": "user", "content": pathlib.Path(env["TREESEARCH_TASK_FILE"]).read_text()
+         + "\nFailing tests:\n" + failing},
+    ],
+}
+request = urllib.request.Request(
+    sys.argv[1] + "/chat/completions",
+    data=json.dumps(body).encode(),
+    headers={"Content-Type": "application/json", "Authorization": "Bearer none"},
+)
+with urllib.request.urlopen(request, timeout=30) as response:
+    reply = json.loads(response.read())
+edit = json.loads(reply["choices"][0]["message"]["content"])
+ws = pathlib.Path(env["TREESEARCH_WORKSPACE"])
+(ws / "m.py").write_text((ws / "m.py").read_text().replace(edit["old"], edit["new"], 1))
+print("model says:", edit)
+usage = reply["usage"]
+print("treesearch-usage: " + json.dumps(
+    {"tokens_in": usage["prompt_tokens"], "tokens_out": usage["completion_tokens"]}))
+"""
+
+
+def test_an_agent_cli_that_asks_a_model_on_the_loopback_server(tmp_path: Path) -> None:
+    """The fake CLI asks a chat-completions server on 127.0.0.1 (scripted answers) what to
+    change, as an agent CLI asks its model: the edits the answers name are captured, the tokens
+    the server reported count against the budget."""
+    pytest.importorskip("openai")  # the loopback server's helpers
+    from fake_llm_server import FakeLLMServer, text_reply
+
+    def model(body: dict[str, Any], n: int) -> Any:
+        user = body["messages"][-1]["content"]
+        if "test_add" in user:
+            return text_reply('{"old": "return a - b", "new": "return a + b"}', usage=(120, 30))
+        return text_reply(
+            '{"old": "return a + b  # mul", "new": "return a * b  # mul"}', usage=(90, 20)
+        )
+
+    with FakeLLMServer(model) as server:
+        cfg = setup(tmp_path, "", budget={"expansions": 5})
+        cli = tmp_path / "cli" / "model_agent.py"
+        cli.write_text(MODEL_CLI)
+        cfg["strategies"]["cli"]["command"] = [sys.executable, str(cli), server.base_url]
+        cfg["sandbox"]["network"] = True  # the program talks to its model
+        out = run_from_config(cfg, base_dir=tmp_path)
+        asked = len(server.requests)
+    assert out.best_score == 1.0 and asked == 2
+    assert "return a + b" in out.patch and "return a * b  # mul" in out.patch
+    assert out.usage.tokens == 150 + 110
+    assert [d["tokens"] for _, _, d in out.graph.edges(data=True)] == [150, 110]

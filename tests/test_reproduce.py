@@ -299,6 +299,12 @@ def test_eval_row_says_which_reproduction_steered_the_search(tmp_path: Path) -> 
     rep = row["reproduction"]
     assert [k["from"] for k in rep["kept"]] == ["test_issue.py"] and rep["dropped"] == []
     assert rep["passes_with_gold"] == {rep["kept"][0]["file"]: True}
+    assert out.summary["reproduction"] == {
+        "rows": 1,
+        "kept": 1,
+        "checked_with_gold": 1,
+        "passes_with_gold": 1,
+    }
     prediction = json.loads((tmp_path / "ev" / "predictions.jsonl").read_text().splitlines()[0])
     assert "greet.py" in prediction["model_patch"] and "test_issue" not in prediction["model_patch"]
     from treesearch.report.batch_page import eval_page_data

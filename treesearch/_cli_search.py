@@ -69,6 +69,17 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
     )
     for line in render.agent_lines(out.summary):
         print(line)
+    judge = out.summary.get("judge")
+    if judge is not None:  # scoring.judge: a failed verdict is said, never taken as a 0
+        kinds = "; ".join(f"{n} x {k}" for k, n in judge["errors_by_kind"].items())
+        print(
+            f"judge {judge['model']} ({judge['combine']}): {judge['calls']} states judged"
+            + (
+                f", {judge['errors']} FAILED ({kinds}): those kept their tests' score"
+                if kinds
+                else ""
+            )
+        )
     repro = out.summary.get("reproduce")
     if repro is not None:  # search.reproduce: what steered the search beside the tests
         kept = ", ".join(str(k["from"]) for k in repro["kept"]) or "none (no signal from them)"
@@ -97,8 +108,9 @@ def _print_outcome(out: Any, *, show_patch: bool = True) -> None:
 
 def _search_status(out: Any) -> int:
     """The exit status of a finished search: 130 interrupted, 4 when the root's test run could
-    not be scored (nothing was searched), 3 when every expansion failed with an agent error or
-    the search stopped on repeated ones (4 and 3 are said on stderr), else 0."""
+    not be scored (nothing was searched), 3 when every expansion failed with an agent error, the
+    search stopped on repeated ones, or every verdict of a value judge failed (4 and 3 are said
+    on stderr), else 0."""
     from treesearch.search.render import agent_failure, root_failure
 
     if out.interrupted:
@@ -108,6 +120,12 @@ def _search_status(out: Any) -> int:
         print(f"treesearch: {unscorable}", file=sys.stderr)
         return 4
     failure = agent_failure(out.summary, out.stop_reason)
+    judge = out.summary.get("judge") or {}
+    if failure is None and judge.get("calls") and judge.get("errors") == judge.get("calls"):
+        failure = (
+            f"every verdict of the value judge failed ({judge['errors']} of {judge['calls']}; "
+            "scoring.judge): the search ran on its tests alone"
+        )
     if failure is None:
         return 0
     print(f"treesearch: {failure}", file=sys.stderr)

@@ -22,6 +22,7 @@ import networkx as nx
 
 from treesearch import lifecycle
 from treesearch.agents import agent_entry, build_agent
+from treesearch.agents.llm.judge import ValueJudge
 from treesearch.config import (
     LoadedConfig,
     agent_config,
@@ -270,7 +271,7 @@ def _search_held(
     loaded = _reproduced(loaded, run, store, on_note)  # search.reproduce: tests before search
     cfg = loaded.config
     scorer = Scorer.from_config(
-        cfg.scoring.model_dump(),
+        cfg.scoring.scorer_config(),
         loaded.source,
         where="scoring",
         cache=ScoreCache(store.path / "scores.sqlite"),
@@ -378,6 +379,11 @@ def _search_scored(
         )
         for name, s in cfg.strategies.items()
     }
+    judge = (
+        ValueJudge(cfg.scoring.judge, base_dir=loaded.base_dir)
+        if cfg.scoring.judge is not None
+        else None
+    )
     pool = _worker_pool(loaded, store, scorer, isolation)
     # Every state the run names stays in the store while the run directory exists (snap gc).
     sink = KeepingSink(run, lambda commits: store.keep(keep_name(run), commits, holder=run.path))
@@ -400,6 +406,7 @@ def _search_scored(
         max_consecutive_errors=cfg.search.max_consecutive_errors,
         isolation=isolation,
         pool=pool,
+        judge=judge,
     )
     t0 = time.perf_counter()
     stop: str | None = None
@@ -444,7 +451,11 @@ def _search_scored(
         why = explain_stop(result.stop_reason, controller.budget, result.usage, result.stop_detail)
         on_note(f"nothing to do: {why}")
     sink.hold()  # (the session files of the last expansions, aborted ones too)
-    return _finish(loaded, run, store, scorer, result, time.perf_counter() - t0, isolation)
+    if judge is not None:
+        judge.close()
+    return _finish(
+        loaded, run, store, scorer, result, time.perf_counter() - t0, isolation, judge=judge
+    )
 
 
 def _warm_copy(scorer: Scorer, workspace: Path) -> WarmClone | None:
@@ -473,7 +484,7 @@ def _worker_pool(
         return None
     spec = WorkerSpec(
         view=worker_view(store),
-        scoring=cfg.scoring.model_dump(),
+        scoring=cfg.scoring.scorer_config(),
         source=loaded.source,
         score_cache=str(scorer.cache.path) if scorer.cache is not None else None,
         agent_cache=str(store.path.parent / "agent-cache"),
@@ -509,6 +520,8 @@ def _finish(
     result: SearchResult,
     seconds: float,
     isolation: Isolation = NO_ISOLATION,
+    *,
+    judge: ValueJudge | None = None,
 ) -> SearchOutcome:
     cfg = loaded.config
     g = result.graph
@@ -579,6 +592,8 @@ def _finish(
     }
     if cfg.workspace.source is not None:
         summary["workspace_copy"] = copy_note(store.workspace, cfg.workspace.source)
+    if judge is not None:  # scoring.judge: its calls and failures (a failure is never a 0)
+        summary["judge"] = judge.describe()
     record = loaded.reproduction
     if record is not None:  # search.reproduce: what steered the search beside the tests
         summary["reproduce"] = {**record.to_json(), "no_signal": not record.kept}

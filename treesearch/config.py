@@ -40,6 +40,7 @@ from treesearch.agents.configs import (
     ScriptedConfig,
     explain,
 )
+from treesearch.agents.llm.judge import JudgeConfig
 from treesearch.errors import AgentError, ConfigError
 from treesearch.scoring.spec import TestSpecConfig
 
@@ -187,6 +188,12 @@ class ScoringConfig(_Model):
     ) = "auto"
     """Limit of each test's call phase: ``auto`` (max(2 s, 20 x its duration in the parent's
     run)), ``off``, or seconds for every test (pytest only)."""
+    judge: JudgeConfig | None = None
+    """A model that rates each state beside its tests (``agents.llm.judge``; off by default)."""
+
+    def scorer_config(self) -> dict[str, Any]:
+        """The section as ``Scorer.from_config`` reads it (the judge is the search's)."""
+        return self.model_dump(exclude={"judge"})
 
     @field_validator("search_tests", mode="before")
     @classmethod
@@ -646,7 +653,7 @@ def _check_scoring(cfg: Config, source: str) -> None:
     from treesearch.scoring import Scorer
 
     try:
-        Scorer.from_config(cfg.scoring.model_dump(), source, where="scoring")
+        Scorer.from_config(cfg.scoring.scorer_config(), source, where="scoring")
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - any scoring setup problem is a config problem

@@ -672,6 +672,7 @@ def summarize(
         "no_signal": sum(1 for r in rows if r.get("no_signal")),
         "no_signal_ids": [r["instance_id"] for r in rows if r.get("no_signal")],
         "empty_patch": sum(1 for r in rows if r.get("empty_patch")),
+        **_reproduction_totals(rows),
         "strict_resolved": sum(1 for r in rows if (r.get("strict") or {}).get("resolved")),
         "grade_seconds": round(sum(float(r.get("grade_seconds") or 0.0) for r in rows), 3),
         "steer": steer_of(settings),
@@ -684,6 +685,25 @@ def summarize(
         "executor": resolved_cfg.get("executor"),
         "config": resolved_cfg.get("source"),
         "instances": resolved_cfg.get("instances"),
+    }
+
+
+def _reproduction_totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """With ``search.reproduce``: rows steered by a kept reproduction, and rows whose kept
+    reproduction passes with the gold patch (how often the writer reproduced the issue
+    correctly); nothing without it."""
+    repro = [r["reproduction"] for r in rows if r.get("reproduction") is not None]
+    if not repro:
+        return {}
+    kept = [r for r in repro if r.get("kept")]
+    checked = [r for r in kept if r.get("passes_with_gold") is not None]
+    return {
+        "reproduction": {
+            "rows": len(repro),
+            "kept": len(kept),
+            "checked_with_gold": len(checked),
+            "passes_with_gold": sum(1 for r in checked if any(r["passes_with_gold"].values())),
+        }
     }
 
 

@@ -119,6 +119,12 @@ def summary_lines(out: Any) -> list[str]:
         f"${summary['usd']:.2f}, {summary['wall_seconds']:.1f}s{oracle}"
     )
     lines.append(steer_label(summary["steer"], summary.get("mode", "search")))
+    repro = summary.get("reproduction")
+    if repro:  # search.reproduce
+        lines.append(
+            f"reproduction tests: kept for {repro['kept']} of {repro['rows']} instance(s); "
+            f"{repro['passes_with_gold']} of {repro['checked_with_gold']} pass with the gold patch"
+        )
     if summary.get("no_signal"):
         lines.append(
             f"{summary['no_signal']} instance(s) had no signal: their root already passed every "

@@ -18,7 +18,7 @@ import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import networkx as nx
 
@@ -46,6 +46,28 @@ class Strategy:
     timeout: float = 600.0
     samples: int = 1
     """How often it may be applied to one node (> 1: a sampled strategy, e.g. mutations)."""
+
+
+class StateJudge(Protocol):
+    """A value judge (``agents.llm.judge.ValueJudge``): a verdict per state, and how it joins
+    a tests' score."""
+
+    def rate(
+        self,
+        tree: str,
+        task: str,
+        diff: Callable[[], str],
+        tests: str,
+        *,
+        volatile: tuple[str, ...] = (),
+    ) -> Any:
+        """The verdict on ``tree`` (``.value``, ``.reason``, ``.error``, ``.tokens``,
+        ``.to_dict()``)."""
+        ...
+
+    def combine(self, score: float, verdict: Any) -> float:
+        """The search's score of a state whose tests score ``score``."""
+        ...
 
 
 @dataclass
@@ -102,6 +124,7 @@ class Controller:
         max_consecutive_errors: int | None = 3,
         isolation: Any = None,
         pool: WorkerPool | None = None,
+        judge: StateJudge | None = None,
     ) -> None:
         self.store = store
         self.strategies = dict(strategies)
@@ -122,6 +145,10 @@ class Controller:
         self.pool = pool
         """Worker processes expanding a batch at once (``search.parallel``; ``None``: one
         expansion at a time, in the workspace)."""
+        self.judge = judge
+        """A value judge (``scoring.judge``) whose verdict joins each new state's score;
+        ``None``: the tests alone score."""
+        self._judge_tokens = 0
         self.pending: dict[int, tuple[Choice, int | None]] = {}
         """Expansions sent to workers and not recorded when the search was killed (by ``k``:
         the choice and its share of the test runs): a resumed search sends them again."""
@@ -149,16 +176,18 @@ class Controller:
                 f"search.budget.wall_seconds ({self.budget.wall_seconds:g} s) ran out while "
                 "the root was being tested: raise it"
             )
+        judged = self._judged(snap.tree, result, root=snap.tree)
         ev = {
             "event": "root",
             "tree": snap.tree,
             "commit": snap.commit,
-            "score": result.score,
-            "tests": _summary(result),
+            "score": judged.score,
+            "tests": _summary(judged),
             "feedback": result.feedback(),
             "test_runs": 0 if result.cached else 1,
             "cache_hits": 1 if result.cached else 0,
             "elapsed": round(self._elapsed(), 3),
+            **self._take_judge_tokens(),
         }
         self._emit(ev)
         self._write_test_log(snap.tree, result)
@@ -344,16 +373,18 @@ class Controller:
         self.scores[node] = result
         self._write_test_log(node, result)
         feedback = result.feedback()
+        judged = self._judged(node, result)
         ev: dict[str, Any] = {
             "event": "completed",
             "node": node,
-            "score": result.score,
-            "tests": _summary(result),
+            "score": judged.score,
+            "tests": _summary(judged),
             "feedback": feedback,
             "path": G.path_to(g, node),
             "test_runs": self.scorer.test_runs - runs0,
             "cache_hits": self.scorer.cache_hits - hits0,
             "elapsed": round(self._elapsed(), 3),
+            **self._take_judge_tokens(),
         }
         self._emit(ev)
         apply_completed(g, ev, self.usage)
@@ -444,6 +475,36 @@ class Controller:
             timing,
             t_start,
         )
+
+    def _judged(self, tree: str, result: ScoreResult, *, root: str | None = None) -> ScoreResult:
+        """``result`` with the judge's verdict on ``tree`` joined to its score (and a partial
+        run's bound) and recorded in its details; ``result`` itself without a judge. A judge
+        that failed leaves the tests' score and says why (``details["judge"]["error"]``)."""
+        if self.judge is None:
+            return result
+        start = root if root is not None else G.root_of(self._g())
+        verdict = self.judge.rate(
+            tree,
+            self.task,
+            lambda: self.store.diff(start, tree).patch if tree != start else "",
+            _judge_tests(result),
+            volatile=(str(self.store.workspace),),
+        )
+        self._judge_tokens += verdict.tokens
+        partial = result.partial
+        if partial is not None and partial.upper is not None:
+            partial = replace(partial, upper=self.judge.combine(partial.upper, verdict))
+        return replace(
+            result,
+            score=self.judge.combine(result.score, verdict),
+            details={**result.details, "judge": verdict.to_dict()},
+            partial=partial,
+        )
+
+    def _take_judge_tokens(self) -> dict[str, int]:
+        """``{"tokens": n}``: the judge's tokens since the last event (for the next one)."""
+        n, self._judge_tokens = self._judge_tokens, 0
+        return {"tokens": n} if n else {}
 
     def _session_id(self, choice: Choice, k: int) -> str:
         name = self.strategies[choice.strategy].name
@@ -562,6 +623,7 @@ class Controller:
             timing.score += time.perf_counter() - t
             feedback = scored.feedback()
             self._write_test_log(child, scored)
+            scored = self._judged(child, scored)  # (self.scores keeps the tests' own result)
             partial = scored.partial
             bound = partial.upper if partial is not None else None
             reward = scored.score  # a partial node's known score: completing it adds the rest
@@ -596,7 +658,7 @@ class Controller:
             "cache_hits": cache_hits,
             "seconds": round(time.perf_counter() - t_start, 3),
             "elapsed": round(self._elapsed(), 3),
-            "tokens": edge["tokens"],
+            "tokens": edge["tokens"] + self._take_judge_tokens().get("tokens", 0),
         }
         if result.priors and strategy.name not in g.nodes[parent].get("priors", {}):
             ev["priors"] = [float(p) for p in result.priors]  # the node's, recorded once
@@ -794,6 +856,14 @@ def _summary(result: ScoreResult) -> dict[str, Any]:
         out["summary"] = f"{counts} ({run.status.value}: {run.problem[:200]})"
     if run.exit_code is None and run.status is RunStatus.CRASHED:
         out["started"] = False  # the command could not start (a program not found)
+    verdict = (result.details or {}).get("judge")  # scoring.judge: the model's view
+    if verdict:
+        out["judge"] = dict(verdict)
+        out["summary"] += (
+            f"; judge {verdict['value']:.2f}: {verdict['reason']}"
+            if verdict.get("error") is None
+            else f"; judge failed: {verdict['error'][:200]}"
+        )
     repro = (result.details or {}).get("reproduction")  # search.reproduce: its own part
     if repro:
         out["reproduction"] = {"passed": repro["passed"], "counted": repro["counted"]}
@@ -803,6 +873,18 @@ def _summary(result: ScoreResult) -> dict[str, Any]:
         out.update(marks)
         out["summary"] = f"{out['summary']}; partial: {marks['not_run']} not run"
     return out
+
+
+def _judge_tests(result: ScoreResult) -> str:
+    """The test results a judge reads: the run's summary line and its failing tests."""
+    run = result.run
+    failing = [t.id for t in run.failing][:20]
+    lines = [run.summary()]
+    if failing:
+        lines += ["Failing tests:", *(f"  {t}" for t in failing)]
+    if result.partial is not None:
+        lines.append(f"(a screen: {result.partial.not_run} tests did not run)")
+    return "\n".join(lines)
 
 
 def _safe(name: str) -> str:

@@ -59,6 +59,7 @@ def replay(
                 ev["tree"], commit=ev["commit"], score=ev["score"], tests=ev["tests"]
             )
             out.feedback[ev["tree"]] = ev.get("feedback", "")
+            out.usage.tokens += int(ev.get("tokens", 0))  # a value judge's (scoring.judge)
             out.usage.test_runs += int(ev.get("test_runs", 0))
             out.usage.cache_hits += int(ev.get("cache_hits", 0))
             out.usage.wall_seconds = float(ev.get("elapsed", 0.0))
@@ -114,6 +115,7 @@ def apply_completed(g: nx.DiGraph, ev: Mapping[str, Any], usage: Usage) -> None:
     test runs."""
     usage.test_runs += int(ev.get("test_runs", 0))
     usage.cache_hits += int(ev.get("cache_hits", 0))
+    usage.tokens += int(ev.get("tokens", 0))  # a value judge's (scoring.judge)
     if "elapsed" in ev:
         usage.wall_seconds = float(ev["elapsed"])
     G.complete(

@@ -109,6 +109,10 @@ def test_the_judge_breaks_a_tie_of_the_tests_and_replays_offline(tmp_path: Path)
     assert "judge 0.90: adds the comma and the bang" in bang["tests"]["summary"]
     assert out.usage.tokens == 420 + 475 + 470  # the judge's tokens count against the budget
     assert out.summary["judge"]["calls"] == 3 and out.summary["judge"]["errors"] == 0
+    from treesearch.report.run_page import run_page_data
+
+    notes = run_page_data(out.run_dir, None)["notes"]
+    assert "value judge judge (tie_break): 3 states judged, 0 verdict(s) failed" in notes
 
     again = run_from_config(config(tmp_path, url, replay=True), base_dir=tmp_path)  # server off
     assert G.to_json(again.graph, stable=True) == G.to_json(g, stable=True)

@@ -174,6 +174,14 @@ def test_reproduction_steers_a_search_whose_tests_all_pass_and_replays_offline(
     assert G.to_json(again.graph, stable=True) == G.to_json(g, stable=True)
     assert again.patch == out.patch
 
+    # The run's report page says which reproduction steered it and why the others were dropped.
+    from treesearch.report.run_page import run_page_data
+
+    notes = run_page_data(out.run_dir, None)["notes"]
+    [note] = [n for n in notes if n.startswith("reproduction tests")]
+    assert "steered this search: test_reproduce_issue.py" in note
+    assert "passes at the root" in note and "SyntaxError" in note
+
 
 def test_no_reproduction_kept_says_no_signal(project: Path, tmp_path: Path) -> None:
     with FakeLLMServer(Model(ATTEMPTS[:1])) as s:

@@ -196,6 +196,7 @@ def run_page_data(
         )
     if budget.refused:
         notes.append(f"{budget.refused} texts were left out: the page's size limit was reached")
+    notes.extend(_steering_notes(summary))
     return {
         "kind": "run",
         "run_id": run_dir.name,
@@ -221,6 +222,31 @@ def run_page_data(
         "diffs_available": diff is not None or bool(old and old.get("diffs_available")),
         "notes": notes,
     }
+
+
+def _steering_notes(summary: dict[str, Any]) -> list[str]:
+    """What steered the search beside its tests: the reproduction tests (``search.reproduce``)
+    it kept and dropped, and the value judge (``scoring.judge``) with its failures."""
+    out: list[str] = []
+    repro = summary.get("reproduce")
+    if repro is not None:
+        kept = ", ".join(str(k.get("from")) for k in repro.get("kept", []))
+        dropped = "; ".join(
+            f"{d.get('from') or 'attempt ' + str(d.get('attempt'))}: {d.get('reason')}"
+            for d in repro.get("dropped", [])
+        )
+        out.append(
+            "reproduction tests that steered this search: "
+            + (kept or "none (no signal from them)")
+            + (f"; dropped: {dropped}" if dropped else "")
+        )
+    judge = summary.get("judge")
+    if judge is not None:
+        out.append(
+            f"value judge {judge.get('model')} ({judge.get('combine')}): "
+            f"{judge.get('calls')} states judged, {judge.get('errors')} verdict(s) failed"
+        )
+    return out
 
 
 def _attempt(e: dict[str, Any]) -> dict[str, Any]:

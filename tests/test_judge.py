@@ -82,6 +82,8 @@ def config(tmp_path: Path, base_url: str, **judge: Any) -> dict[str, Any]:
                 "cache": str(tmp_path / "judge-cache"),
                 "retry_backoff": 0.01,
                 "retries": 0,
+                "input_price": 1.0,
+                "output_price": 2.0,
                 **judge,
             },
         },
@@ -109,6 +111,8 @@ def test_the_judge_breaks_a_tie_of_the_tests_and_replays_offline(tmp_path: Path)
     assert "judge 0.90: adds the comma and the bang" in bang["tests"]["summary"]
     assert out.usage.tokens == 420 + 475 + 470  # the judge's tokens count against the budget
     assert out.summary["judge"]["calls"] == 3 and out.summary["judge"]["errors"] == 0
+    # At $1 / $2 per million prompt / completion tokens.
+    assert out.summary["judge"]["usd"] == pytest.approx(((400 + 450 + 450) + 2 * 65) / 1e6)
     from treesearch.report.run_page import run_page_data
 
     notes = run_page_data(out.run_dir, None)["notes"]

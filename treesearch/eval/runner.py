@@ -320,7 +320,9 @@ def _run(
     row["stop_reason"] = outcome.stop_reason
     row["test_runs"] = outcome.usage.test_runs
     row["tokens"] = outcome.usage.tokens
-    row["usd"] = _usd(outcome.graph)
+    row["usd"] = round(
+        _usd(outcome.graph) + float((outcome.summary.get("judge") or {}).get("usd") or 0), 6
+    )
     row["empty_patch"] = not outcome.patch.strip()
     if outcome.stop_reason == "root_invalid":
         detail = outcome.summary.get("stop_detail") or "the root's test run is INVALID"

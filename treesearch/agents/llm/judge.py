@@ -12,8 +12,9 @@ tests' score as the config states (``combine``):
 
 Every verdict is kept per tree hash (a state is judged once per search, like its test run),
 every request and answer goes through the same response cache as the ``llm`` agent (``cache``;
-``replay: true`` answers from it with the server off), and the tokens count against the search's
-``tokens`` budget. A judge that fails (the server down, a replay miss, an answer that is not a
+``replay: true`` answers from it with the server off), the tokens count against the search's
+``tokens`` budget, and their cost (``input_price``/``output_price``) goes into ``summary.json``
+and an eval row's ``usd``. A judge that fails (the server down, a replay miss, an answer that is not a
 value and a reason) gives a ``Verdict`` with an ``error``: the node shows it, the search summary
 counts it, the state keeps its tests' score; it is never a silent 0.
 """
@@ -70,6 +71,10 @@ class JudgeConfig(BaseModel):
     """The diff is cut to this many characters (its head and tail)."""
     instructions: str = ""
     """Added to the judge's system message (what matters in this project)."""
+    input_price: float = Field(0.0, ge=0, allow_inf_nan=False)
+    """USD per million prompt tokens (for ``summary.json`` and eval rows' ``usd``)."""
+    output_price: float = Field(0.0, ge=0, allow_inf_nan=False)
+    """USD per million completion tokens."""
     request_timeout: float = Field(120.0, gt=0, allow_inf_nan=False)
     retries: int = Field(2, ge=0, le=20)
     retry_backoff: float = Field(1.0, ge=0, allow_inf_nan=False)
@@ -85,6 +90,8 @@ class Verdict:
     error: str | None = None
     tokens: int = 0
     """Tokens this verdict cost now (0 when it came from the per-tree memory)."""
+    usd: float = 0.0
+    """What they cost at the configured prices."""
 
     def to_dict(self) -> dict[str, Any]:
         if self.error is not None:
@@ -152,6 +159,7 @@ class ValueJudge:
             raise AgentError("scoring.judge: replay: true needs a cache folder (set 'cache')")
         self.known: dict[str, Verdict] = {}
         self.calls = 0
+        self.usd = 0.0
         self.errors: dict[str, int] = {}
 
     def close(self) -> None:
@@ -186,6 +194,7 @@ class ValueJudge:
         verdict = self._ask(self.request(task, diff(), tests), volatile)
         self.known[tree] = verdict
         self.calls += 1
+        self.usd += verdict.usd
         if verdict.error is not None:
             key = verdict.error.split(":", 1)[0]
             self.errors[key] = self.errors.get(key, 0) + 1
@@ -210,11 +219,14 @@ class ValueJudge:
         except AgentError as exc:
             return Verdict(None, error=f"the judge's answer is malformed: {exc}")
         tokens = reply.tokens_in + reply.tokens_out
+        usd = reply.tokens_in * self.cfg.input_price + reply.tokens_out * self.cfg.output_price
+        usd /= 1e6
         try:
             value, reason = parse_verdict(reply.content or "")
         except ValueError as exc:
-            return Verdict(None, error=f"the judge's answer is not a verdict: {exc}", tokens=tokens)
-        return Verdict(value, reason, None, tokens)
+            why = f"the judge's answer is not a verdict: {exc}"
+            return Verdict(None, error=why, tokens=tokens, usd=usd)
+        return Verdict(value, reason, None, tokens, usd)
 
     def combine(self, score: float, verdict: Verdict) -> float:
         """The search's score of a state whose tests score ``score`` (``combine``)."""
@@ -227,6 +239,7 @@ class ValueJudge:
             "combine": self.cfg.combine,
             **({"weight": self.cfg.weight} if self.cfg.combine == "weight" else {}),
             "calls": self.calls,
+            "usd": round(self.usd, 6),
             "errors": sum(self.errors.values()),
             "errors_by_kind": dict(sorted(self.errors.items())),
         }

@@ -281,70 +281,73 @@ def reproduce(
     out = Reproduction(strategy=name)
     t0 = time.perf_counter()
     workspace = Path(store.workspace)
-    for attempt in range(samples):
-        out.attempts += 1
-        store.restore(root)
-        session = TransactionalSession.create(
-            store,
-            session_file(attempt),
-            timeout=timeout,
-            messages=[{"role": "user", "content": task}],
-            session_id=hashlib.sha256(f"{seed}:reproduce:{name}:{attempt}".encode()).hexdigest()[
-                :16
-            ],
-        )
-        session.isolation = isolation
-        ctx = AgentContext(
-            session=session,
-            task=task,
-            max_steps=max_steps,
-            timeout=timeout,
-            rng=random.Random(f"{seed}:reproduce:{name}:{attempt}"),
-            node=TreeHash(root),
-            attempt=attempt,
-            test_spec=spec,
-            cache_dir=cache_dir,
-        )
-        try:
-            result = run_agent(make_agent(), ctx)
-        except Exception as exc:  # noqa: BLE001 - a strategy that cannot be built: said, kept
-            result = AgentResult(AgentStatus.FAILED, reason=f"{type(exc).__name__}: {exc}")
-        session.close()
-        out.tokens += result.cost.tokens_in + result.cost.tokens_out
-        if result.status is AgentStatus.FAILED:
-            out.dropped.append(
-                {"attempt": attempt, "reason": f"the strategy failed: {result.reason}"}
+    try:
+        for attempt in range(samples):
+            out.attempts += 1
+            store.restore(root)
+            session = TransactionalSession.create(
+                store,
+                session_file(attempt),
+                timeout=timeout,
+                messages=[{"role": "user", "content": task}],
+                session_id=hashlib.sha256(
+                    f"{seed}:reproduce:{name}:{attempt}".encode()
+                ).hexdigest()[:16],
             )
-            if on_note is not None:
-                on_note(f"reproduce: attempt {attempt} failed: {result.reason}")
-        after = result.tree if result.tree is not None else str(store.capture(None, None).tree)
-        changes = store.changes(root, after) if after != root else {}
-        written: list[tuple[str, bytes]] = []
-        for rel, status in sorted(changes.items()):
-            if status in ("A", "M") and is_test_file(rel):
-                written.append((rel, (workspace / rel).read_bytes()))
-            elif rel not in out.ignored:
-                out.ignored.append(rel)
-        store.restore(root)
-        if not written and result.status is not AgentStatus.FAILED:
-            out.dropped.append({"attempt": attempt, "reason": "it wrote no test file"})
-        for n, (rel, data) in enumerate(written):
-            stem = re.sub(r"[^A-Za-z0-9_]", "_", PurePosixPath(rel).stem)[:40]
-            file_name = f"test_repro{attempt}_{n}_{stem}.py"
-            dest = folder / file_name
-            dest.write_bytes(data)
-            kept, reason, run = check_file(dest, workspace, spec)
-            out.test_runs += 1
-            entry: dict[str, Any] = {"file": file_name, "from": rel, "attempt": attempt}
-            if kept:
-                entry["failing"] = [t.id for t in run.tests if t.outcome is Outcome.FAILED]
-                out.kept.append(entry)
-            else:
-                entry["reason"] = reason
-                out.dropped.append(entry)
-                dest.rename(dest.with_suffix(".dropped"))  # kept for reading, never collected
-            if on_note is not None:
-                on_note(f"reproduce: {rel} {'kept' if kept else 'dropped'}: {reason}")
+            session.isolation = isolation
+            ctx = AgentContext(
+                session=session,
+                task=task,
+                max_steps=max_steps,
+                timeout=timeout,
+                rng=random.Random(f"{seed}:reproduce:{name}:{attempt}"),
+                node=TreeHash(root),
+                attempt=attempt,
+                test_spec=spec,
+                cache_dir=cache_dir,
+            )
+            try:
+                result = run_agent(make_agent(), ctx)
+            except Exception as exc:  # noqa: BLE001 - a strategy that cannot be built: said, kept
+                result = AgentResult(AgentStatus.FAILED, reason=f"{type(exc).__name__}: {exc}")
+            session.close()
+            out.tokens += result.cost.tokens_in + result.cost.tokens_out
+            if result.status is AgentStatus.FAILED:
+                out.dropped.append(
+                    {"attempt": attempt, "reason": f"the strategy failed: {result.reason}"}
+                )
+                if on_note is not None:
+                    on_note(f"reproduce: attempt {attempt} failed: {result.reason}")
+            after = result.tree if result.tree is not None else str(store.capture(None, None).tree)
+            changes = store.changes(root, after) if after != root else {}
+            written: list[tuple[str, bytes]] = []
+            for rel, status in sorted(changes.items()):
+                if status in ("A", "M") and is_test_file(rel):
+                    written.append((rel, (workspace / rel).read_bytes()))
+                elif rel not in out.ignored:
+                    out.ignored.append(rel)
+            store.restore(root)
+            if not written and result.status is not AgentStatus.FAILED:
+                out.dropped.append({"attempt": attempt, "reason": "it wrote no test file"})
+            for n, (rel, data) in enumerate(written):
+                stem = re.sub(r"[^A-Za-z0-9_]", "_", PurePosixPath(rel).stem)[:40]
+                file_name = f"test_repro{attempt}_{n}_{stem}.py"
+                dest = folder / file_name
+                dest.write_bytes(data)
+                kept, reason, run = check_file(dest, workspace, spec)
+                out.test_runs += 1
+                entry: dict[str, Any] = {"file": file_name, "from": rel, "attempt": attempt}
+                if kept:
+                    entry["failing"] = [t.id for t in run.tests if t.outcome is Outcome.FAILED]
+                    out.kept.append(entry)
+                else:
+                    entry["reason"] = reason
+                    out.dropped.append(entry)
+                    dest.rename(dest.with_suffix(".dropped"))  # kept for reading, never collected
+                if on_note is not None:
+                    on_note(f"reproduce: {rel} {'kept' if kept else 'dropped'}: {reason}")
+    finally:
+        store.restore(root)  # however it ends (Ctrl-C included): the search starts at the root
     out.seconds = time.perf_counter() - t0
     (folder / RECORD).write_text(json.dumps(out.to_json(), indent=2, sort_keys=True) + "\n")
     return out

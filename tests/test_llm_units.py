@@ -41,6 +41,7 @@ def test_public_names_are_exactly_all() -> None:
         "agent",
         "client",
         "config",
+        "judge",
         "prompts",
         "replay",
         "annotations",

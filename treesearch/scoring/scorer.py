@@ -36,8 +36,10 @@ _SCORER_KEYS = (
     "warm",
     "order",
     "per_test_timeout",
+    "judge",
 )
-"""``grade_files`` is read by ``heldout.check_grade_files`` (the app), not by ``Scorer``."""
+"""``grade_files`` is read by ``heldout.check_grade_files`` (the app), ``judge`` by the search
+(``agents.llm.judge``), not by ``Scorer``: a whole ``scoring`` section is accepted."""
 
 
 class Scorer:

@@ -626,7 +626,9 @@ class Controller:
             scored = self._judged(child, scored)  # (self.scores keeps the tests' own result)
             partial = scored.partial
             bound = partial.upper if partial is not None else None
-            reward = scored.score  # a partial node's known score: completing it adds the rest
+            reward = scored.score
+            if partial is not None:  # see partial_estimate: what MCTS backs up until completed
+                reward = G.partial_estimate(scored.score, bound, g.nodes[parent].get("score"))
             t = time.perf_counter()
             step, whole = self.store.diffs([(parent, child), (G.root_of(g), child)])
             edge["diffstat"] = _diffstat(step)
@@ -637,6 +639,7 @@ class Controller:
                 "diff_size": _diff_size(whole),
                 **({"partial": True} if partial is not None else {}),
                 **({"bound": bound} if bound is not None else {}),
+                **({"backed": reward} if partial is not None else {}),
             }
             timing.bookkeeping += time.perf_counter() - t
         t = time.perf_counter()

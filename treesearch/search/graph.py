@@ -29,6 +29,7 @@ NODE_FIELDS = (
     "diff_size",  # changed lines from the root (tie-breaker for the final answer)
     "partial",  # only on nodes scored by a failing-first screen alone (scoring.order): True
     "bound",  # only on partial nodes: the score if every test not run passed (what ranks them)
+    "backed",  # only on partial nodes: what MCTS backed up for it (partial_estimate)
     "priors",  # {strategy: [prior of attempt 0, 1, ...]} when its agent gave them (prior())
 )
 VOLATILE_NODE = ("commit",)
@@ -184,19 +185,32 @@ def rank(g: nx.DiGraph, n: str) -> tuple[float, int]:
     return (-value(g, n), 1 if is_partial(g, n) else 0)
 
 
+def partial_estimate(lower: float, bound: float | None, parent: float | None) -> float:
+    """What a partial node is worth until its run completes, for the values MCTS backs up: its
+    known score (the tests the screen ran, which its parent failed) plus its parent's score for
+    the tests it did not run (those its parent passed, taken as passing still), at most its
+    bound. A screen that stopped at a test the parent failed too so counts as the parent's
+    value, as a full run of such a state mostly does, neither as if every test not run failed
+    (which pulls a subtree's mean to 0 at every screen) nor as if all of them passed (which
+    keeps a trapped subtree's mean at its bound)."""
+    estimate = lower + float(parent or 0.0)
+    return min(estimate, bound) if bound is not None else estimate
+
+
 def complete(
     g: nx.DiGraph, node: str, *, score: float, tests: dict[str, Any], path: Iterable[str]
 ) -> None:
     """A partial node's whole run came in (the ``completed`` event): it takes the run's score
     and test summary, and the nodes of ``path`` (the root-first path its expansion backed its
-    value up along) take the difference between what was backed up (its known score, the lower
-    bound: MCTS learns from a screen that made no progress) and the score."""
+    value up along) take the difference between what was backed up (``backed``: its
+    ``partial_estimate``; the lower bound in logs written before that) and the score."""
     d = g.nodes[node]
-    backed = float(d.get("score") or 0.0)
+    backed = float(d.get("backed", d.get("score")) or 0.0)
     d["score"] = score
     d["tests"] = tests
     d.pop("partial", None)
     d.pop("bound", None)
+    d.pop("backed", None)
     delta = float(score) - backed
     if delta:
         for n in path:

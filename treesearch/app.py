@@ -24,6 +24,7 @@ from treesearch import lifecycle
 from treesearch.agents import agent_entry, build_agent
 from treesearch.agents.llm.judge import ValueJudge
 from treesearch.config import (
+    Config,
     LoadedConfig,
     agent_config,
     apply_overrides,
@@ -271,7 +272,7 @@ def _search_held(
     loaded = _reproduced(loaded, run, store, on_note)  # search.reproduce: tests before search
     cfg = loaded.config
     scorer = Scorer.from_config(
-        cfg.scoring.scorer_config(),
+        cfg.scoring.model_dump(),
         loaded.source,
         where="scoring",
         cache=ScoreCache(store.path / "scores.sqlite"),
@@ -279,6 +280,19 @@ def _search_held(
     with scorer:  # its warm server ends with the search, however it ends
         scorer.warm.on_note = _warm_note(run, on_note)
         return _search_scored(loaded, run, store, events, on_progress, scorer, on_note=on_note)
+
+
+def _strategy(cfg: Config, name: str) -> Strategy:
+    """Strategy ``name`` as the controller runs it: its agent config and its limits (its own
+    ``max_steps``/``timeout``, else the search's defaults)."""
+    s = cfg.strategies[name]
+    return Strategy(
+        name,
+        agent_config(s),
+        max_steps=s.max_steps if s.max_steps is not None else cfg.search.steps,
+        timeout=float(s.timeout if s.timeout is not None else cfg.search.agent_timeout),
+        samples=s.samples,
+    )
 
 
 def _reproduced(
@@ -295,7 +309,7 @@ def _reproduced(
     folder = run.path / "reproduce"
     record = read_record(folder)
     if record is None:
-        strat = cfg.strategies[rep.strategy]
+        writer = _strategy(cfg, rep.strategy)
         task = (rep.task or REPRODUCE_TASK).replace("{task}", cfg.task)
         root = str(store.capture(label=None, meta=None).tree)
         say = None if on_note is None else (lambda text: on_note(f"note: {text}"))
@@ -303,11 +317,11 @@ def _reproduced(
             store,
             root,
             name=rep.strategy,
-            make_agent=lambda: build_agent(agent_config(strat)),
+            make_agent=lambda: build_agent(writer.agent),
             task=task,
             samples=rep.samples,
-            max_steps=strat.max_steps if strat.max_steps is not None else cfg.search.steps,
-            timeout=float(strat.timeout if strat.timeout is not None else cfg.search.agent_timeout),
+            max_steps=writer.max_steps,
+            timeout=writer.timeout,
             spec=tests.to_spec(),
             folder=folder,
             seed=cfg.search.seed,
@@ -369,16 +383,7 @@ def _search_scored(
 ) -> SearchOutcome:
     cfg = loaded.config
     isolation = _isolation(loaded)
-    strategies = {
-        name: Strategy(
-            name,
-            agent_config(s),
-            max_steps=s.max_steps if s.max_steps is not None else cfg.search.steps,
-            timeout=float(s.timeout if s.timeout is not None else cfg.search.agent_timeout),
-            samples=s.samples,
-        )
-        for name, s in cfg.strategies.items()
-    }
+    strategies = {name: _strategy(cfg, name) for name in cfg.strategies}
     judge = (
         ValueJudge(cfg.scoring.judge, base_dir=loaded.base_dir)
         if cfg.scoring.judge is not None
@@ -484,7 +489,7 @@ def _worker_pool(
         return None
     spec = WorkerSpec(
         view=worker_view(store),
-        scoring=cfg.scoring.scorer_config(),
+        scoring=cfg.scoring.model_dump(),
         source=loaded.source,
         score_cache=str(scorer.cache.path) if scorer.cache is not None else None,
         agent_cache=str(store.path.parent / "agent-cache"),

@@ -191,10 +191,6 @@ class ScoringConfig(_Model):
     judge: JudgeConfig | None = None
     """A model that rates each state beside its tests (``agents.llm.judge``; off by default)."""
 
-    def scorer_config(self) -> dict[str, Any]:
-        """The section as ``Scorer.from_config`` reads it (the judge is the search's)."""
-        return self.model_dump(exclude={"judge"})
-
     @field_validator("search_tests", mode="before")
     @classmethod
     def _default_tests(cls, value: Any) -> Any:
@@ -653,7 +649,7 @@ def _check_scoring(cfg: Config, source: str) -> None:
     from treesearch.scoring import Scorer
 
     try:
-        Scorer.from_config(cfg.scoring.scorer_config(), source, where="scoring")
+        Scorer.from_config(cfg.scoring.model_dump(), source, where="scoring")
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - any scoring setup problem is a config problem

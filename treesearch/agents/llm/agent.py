@@ -30,6 +30,7 @@ from treesearch.agents.llm.client import (
 )
 from treesearch.agents.llm.config import LLMConfig
 from treesearch.agents.llm.prompts import (
+    cut_middle,
     format_history,
     format_siblings,
     parse_text_reply,
@@ -53,7 +54,6 @@ _KEEP_TURNS = 1
 """The latest model turns (with their observations) that are never shortened."""
 _SHORT_HEAD, _SHORT_TAIL = 300, 300
 _NUDGE = "You did not call a tool. Continue with a tool call, or call finish if you are done."
-_CUT_NOTE = "[... {n} characters cut ...]"
 _SHORT_NOTE = "[... {n} characters of this old output removed to fit the context budget ...]"
 
 
@@ -92,17 +92,9 @@ class LLMAgent:
         return _Run(self.config, ctx).run()
 
 
-def _cut_middle(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 5  # the end of an output (errors, summaries) tends to matter more
-    tail = limit - head
-    return f"{text[:head]}\n{_CUT_NOTE.format(n=len(text) - limit)}\n{text[len(text) - tail :]}"
-
-
 def _cap(text: str | None, limit: int) -> str | None:
     """``text`` cut in the middle to ``limit`` characters (``None`` stays ``None``)."""
-    return None if text is None else _cut_middle(text, limit)
+    return None if text is None else cut_middle(text, limit)
 
 
 def _cap_arguments(call: dict[str, Any], limit: int) -> dict[str, Any]:
@@ -117,7 +109,7 @@ def _cap_arguments(call: dict[str, Any], limit: int) -> dict[str, Any]:
         return call
     if not isinstance(args, dict):
         return call
-    args = {k: _cut_middle(v, limit) if isinstance(v, str) else v for k, v in args.items()}
+    args = {k: cut_middle(v, limit) if isinstance(v, str) else v for k, v in args.items()}
     return {**call, "function": {**fn, "arguments": json.dumps(args)}}
 
 
@@ -439,7 +431,7 @@ class _Run:
                 {
                     "role": "tool",
                     "tool_call_id": obs.call_id,
-                    "content": _cut_middle(obs.content, self.cfg.observation_chars),
+                    "content": cut_middle(obs.content, self.cfg.observation_chars),
                 }
             )
             self.shrinkable.add(len(self.view) - 1)
@@ -474,7 +466,7 @@ class _Run:
         self.view.append(
             {
                 "role": "user",
-                "content": f"Output:\n{_cut_middle(obs.content, self.cfg.observation_chars)}",
+                "content": f"Output:\n{cut_middle(obs.content, self.cfg.observation_chars)}",
             }
         )
         self.shrinkable.add(len(self.view) - 1)

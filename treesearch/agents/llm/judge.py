@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from treesearch.agents.llm.client import ChatClient, parse_reply
+from treesearch.agents.llm.prompts import cut_middle
 from treesearch.agents.llm.replay import ResponseCache, request_key
 from treesearch.errors import AgentError
 
@@ -68,7 +69,7 @@ class JudgeConfig(BaseModel):
     """The judge's share of the score with ``combine: weight``."""
     temperature: float = Field(0.0, ge=0, allow_inf_nan=False)
     max_diff_chars: int = Field(20_000, ge=200)
-    """The diff is cut to this many characters (its head and tail)."""
+    """The diff is cut in the middle to this many characters."""
     instructions: str = ""
     """Added to the judge's system message (what matters in this project)."""
     input_price: float = Field(0.0, ge=0, allow_inf_nan=False)
@@ -129,13 +130,6 @@ def parse_verdict(text: str) -> tuple[float, str]:
     return float(value), " ".join(reason.split())[:300]
 
 
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n... [{len(text) - limit} characters cut] ...\n{text[-half:]}"
-
-
 class ValueJudge:
     """Rates states with a model (see the module docstring); one per search."""
 
@@ -169,7 +163,7 @@ class ValueJudge:
         system = SYSTEM + (f"\n\n{self.cfg.instructions}" if self.cfg.instructions else "")
         user = (
             f"Task:\n{task}\n\nChanges from the original code:\n```diff\n"
-            f"{_cut(diff, self.cfg.max_diff_chars) or '(none: the original code)'}\n```\n\n"
+            f"{cut_middle(diff, self.cfg.max_diff_chars) or '(none: the original code)'}\n```\n\n"
             f"Test results:\n{tests}\n"
         )
         return {

@@ -19,6 +19,7 @@ __all__ = [
     "PLACEHOLDERS",
     "Prompts",
     "TextAction",
+    "cut_middle",
     "format_history",
     "format_siblings",
     "parse_text_reply",
@@ -272,3 +273,16 @@ def parse_text_reply(content: str | None) -> TextAction:
     if command in ("finish", "run_tests"):
         return TextAction(command, "")
     return TextAction("run", command)
+
+
+_CUT_NOTE = "[... {n} characters cut ...]"
+
+
+def cut_middle(text: str, limit: int) -> str:
+    """``text`` cut in the middle to ``limit`` characters, with a note of how many were cut (the
+    end of an output, errors and summaries, tends to matter more: it keeps 3/5 of the room)."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 5
+    tail = limit - head
+    return f"{text[:head]}\n{_CUT_NOTE.format(n=len(text) - limit)}\n{text[len(text) - tail :]}"

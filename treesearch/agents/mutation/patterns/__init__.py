@@ -60,11 +60,11 @@ from treesearch.agents.mutation.patterns.flow import (
     element_edits,
     exit_edits,
     guard_edits,
+    indent_edits,
     inplace_edits,
 )
 from treesearch.agents.mutation.patterns.state import (
     call_edits,
-    indent_edits,
     init_edits,
     iterate_edits,
 )

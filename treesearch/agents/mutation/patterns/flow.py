@@ -1,5 +1,6 @@
 """Fix patterns for where control goes and what a statement does (see the package docstring):
 
+- ``indent``: the last statements of a loop's body one level too deep: moved out of the loop;
 - ``exit``: a loop that decides on its first item. The last statement of a loop's body is an
   ``if``/``elif`` chain whose final ``else`` returns, so the loop never reaches its second
   item (``for x in xs: if c(x): return a  else: return b``): the ``else`` body moves after the
@@ -36,6 +37,7 @@ __all__ = [
     "element_edits",
     "exit_edits",
     "guard_edits",
+    "indent_edits",
     "inplace_edits",
 ]
 
@@ -54,10 +56,35 @@ def _dedented(src: SourceFile, first: int, last: int, inner: bytes, outer: bytes
         if line.strip() and not line.startswith(inner):
             return None
         out.append(outer + line[len(inner) :] if line.strip() else line)
-    text = b"".join(out)
-    if not text.endswith((b"\n", b"\r")):
-        text += src.newline.encode("utf-8")
-    return text.decode("utf-8")
+    return b"".join(out).decode("utf-8")
+
+
+# --- indent ---------------------------------------------------------------------------------------
+
+
+def indent_edits(b: _Builder, stmt: ast.stmt) -> None:
+    """The last statements of a loop's body indented one level too deep: ``stmt`` and the
+    statements after it in the body moved out of the loop (dedented to the loop's level)."""
+    src = b.src
+    loop = src.parents.get(stmt)
+    if not isinstance(loop, _LOOPS) or loop.orelse:
+        return
+    body = loop.body
+    if stmt not in body or body.index(stmt) == 0:
+        return
+    tail = body[body.index(stmt) :]
+    if not all(src.alone_on_lines(s) for s in tail) or not src.alone_on_lines(loop):
+        return
+    inner, outer = src.indent_of(stmt), src.indent_of(loop)
+    if not inner.startswith(outer) or len(inner) <= len(outer):
+        return
+    last = tail[-1].end_lineno or tail[-1].lineno
+    moved = _dedented(src, stmt.lineno, last, inner, outer)
+    if moved is None:
+        return  # a continuation line or a comment at another depth: leave it alone
+    weight = 1.0 if len(tail) == 1 else 0.7
+    what = f"dedent {len(tail)} statement(s) out of the loop"
+    b.add("indent", what, src.line_start(stmt.lineno), src.line_end(last), moved, weight)
 
 
 # --- exit -----------------------------------------------------------------------------------------

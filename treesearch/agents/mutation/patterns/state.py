@@ -11,8 +11,7 @@
   ``xs.remove(...)``, ``xs.pop(...)``, ``xs.append(...)``, ``del xs[i]`` in the body skips or
   repeats items): iterate over a copy, ``for x in xs[:]:``;
 - ``call``: a method or function named as a statement but not called (``xs.pop``) -> called;
-  a method indexed instead of called (``xs.pop[0]``) -> ``xs.pop(0)``;
-- ``indent``: the last statements of a loop's body one level too deep -> moved out of the loop.
+  a method indexed instead of called (``xs.pop[0]``) -> ``xs.pop(0)``.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from treesearch.agents.mutation._source import SourceFile
 from treesearch.agents.mutation.operators import _sites
 from treesearch.agents.mutation.patterns.statements import _known, _similarity
 
-__all__ = ["call_edits", "indent_edits", "init_edits", "iterate_edits"]
+__all__ = ["call_edits", "init_edits", "iterate_edits"]
 
 _LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "sort", "reverse"})
 _SET_METHODS = frozenset({"add", "discard", "update"})
@@ -226,42 +225,3 @@ def call_edits(b: _Builder, stmt: ast.stmt) -> None:
         ):
             index = src.text(node.slice)
             b.replace("call", "call it with the index", node, f"{src.text(node.value)}({index})")
-
-
-# --- indent ---------------------------------------------------------------------------------------
-
-
-def indent_edits(b: _Builder, stmt: ast.stmt) -> None:
-    """The last statements of a loop's body indented one level too deep: ``stmt`` and the
-    statements after it in the body moved out of the loop (dedented to the loop's level)."""
-    src = b.src
-    loop = src.parents.get(stmt)
-    if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) or loop.orelse:
-        return
-    body = loop.body
-    if stmt not in body or body.index(stmt) == 0:
-        return
-    tail = body[body.index(stmt) :]
-    if not all(src.alone_on_lines(s) for s in tail) or not src.alone_on_lines(loop):
-        return
-    inner, outer = src.indent_of(stmt), src.indent_of(loop)
-    if not inner.startswith(outer) or len(inner) <= len(outer):
-        return
-    start = src.line_start(stmt.lineno)
-    end = src.line_end(tail[-1].end_lineno or tail[-1].lineno)
-    lines = src.source[start:end].splitlines(keepends=True)
-    cut = len(inner) - len(outer)
-    out = []
-    for line in lines:
-        if line.strip() and not line.startswith(inner):
-            return  # a continuation line or a comment at another depth: leave it alone
-        out.append(line[cut:] if line.strip() else line)
-    weight = 1.0 if len(tail) == 1 else 0.7
-    b.add(
-        "indent",
-        f"dedent {len(tail)} statement(s) out of the loop",
-        start,
-        end,
-        b"".join(out).decode("utf-8"),
-        weight,
-    )

@@ -143,7 +143,7 @@ def test_screen_runs_parent_failures_first_and_stops_at_the_first_still_failing(
     assert "FAILED tests/test_m.py::test_c" in feedback
 
 
-def test_second_phase_runs_the_whole_suite_only_when_every_screened_test_passes(
+def test_the_rest_of_the_suite_runs_in_the_same_session_when_every_screened_test_passes(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "order.log"
@@ -154,16 +154,18 @@ def test_second_phase_runs_the_whole_suite_only_when_every_screened_test_passes(
     (ws / "m.py").write_text(module(a=1, c=3, b=5))  # fixes a and c, breaks b
     runs = scorer.test_runs
     child = scorer.score(ws, parent=root)
-    assert logged(log) == ["session", "test_a", "test_c", "session"] + [
-        "test_a",
-        "test_b",
-        "test_c",
-        "test_d",
-    ]
-    assert scorer.test_runs == runs + 2  # each pytest run counts as one
+    # The parent's failures first, then the rest in the suite's order: one pytest session.
+    assert logged(log) == ["session", "test_a", "test_c", "test_b", "test_d"]
+    assert scorer.test_runs == runs + 1
     assert child.partial is None
     assert child.run.totals["passed"] == 3 and [t.name for t in child.run.failing] == ["test_b"]
     assert child.score == pytest.approx(0.75)
+    # The same result as order: all gives (test order aside), so it is the node's result.
+    full = Scorer(spec_for(), order="all").score(ws, parent=root)
+    assert sorted((t.id, t.outcome) for t in child.run.tests) == sorted(
+        (t.id, t.outcome) for t in full.run.tests
+    )
+    assert child.score == full.score and child.run.exit_code == full.run.exit_code
 
 
 def test_progress_first_runs_the_rest_when_any_parent_failure_passes_now(tmp_path: Path) -> None:
@@ -181,11 +183,8 @@ def test_progress_first_runs_the_rest_when_any_parent_failure_passes_now(tmp_pat
     (ws / "m.py").write_text(module(c=3))
     runs = scorer.test_runs
     half = scorer.score(ws, parent=root)
-    assert logged(log) == ["session", "test_a", "test_c", "session", "test_a", "test_b"] + [
-        "test_c",
-        "test_d",
-    ]
-    assert scorer.test_runs == runs + 2
+    assert logged(log) == ["session", "test_a", "test_c", "test_b", "test_d"]
+    assert scorer.test_runs == runs + 1
     assert half.partial is None and half.score == pytest.approx(0.75)
 
 
@@ -217,7 +216,9 @@ def test_auto_order_screens_only_in_a_repair_search(tmp_path: Path) -> None:
     assert not is_repair({"status": "error", "failing": ["tests/test_m.py"]})
 
 
-def test_screen_with_no_run_left_in_the_budget_stays_partial(tmp_path: Path) -> None:
+def test_a_passing_screen_costs_one_test_run_so_a_budget_of_one_still_resolves(
+    tmp_path: Path,
+) -> None:
     ws = make_suite(tmp_path, a=1, c=3)
     root_ws = make_suite(tmp_path / "root")
     scorer = Scorer(spec_for(), order="failing_first")
@@ -225,11 +226,24 @@ def test_screen_with_no_run_left_in_the_budget_stays_partial(tmp_path: Path) -> 
     runs = scorer.test_runs
     child = scorer.score(ws, parent=root, max_runs=1)
     assert scorer.test_runs == runs + 1
-    assert child.partial is not None and not child.resolved
-    assert "budget" in child.partial.reason
-    assert child.score < 1.0  # a perfect score needs a full run
-    full = scorer.score(ws, parent=root, max_runs=2)
-    assert full.partial is None and full.resolved
+    assert child.partial is None and child.resolved and child.score == 1.0
+
+
+def test_a_screen_the_plugin_could_not_run_is_followed_by_a_whole_run(tmp_path: Path) -> None:
+    # -p no:... keeps the plugin from loading: no report, so the screen's run proves nothing
+    # (it is "void") and the whole suite runs again.
+    log = tmp_path / "order.log"
+    ws = make_suite(tmp_path)
+    env = {**ENV, "ORDER_LOG": str(log)}
+    command = f"{sys.executable} -m pytest -q -p no:_treesearch_pytest_order tests"
+    scorer = Scorer(TestSpec(command=command, timeout=120, env=env), order="failing_first")
+    root = scorer.score(ws)
+    logged(log)
+    runs = scorer.test_runs
+    child = scorer.score(ws, parent=root)
+    assert scorer.test_runs == runs + 2
+    assert logged(log) == ["session", "test_a", "test_b", "test_c", "test_d"] * 2
+    assert child.partial is None and child.score == pytest.approx(0.5)
 
 
 # ------------------------------------------------------------------------ the cache

@@ -2,26 +2,28 @@
 
 ``scoring.order`` (``auto``, ``failing_first``, ``progress_first``, ``all``):
 
-* ``failing_first``: a candidate first runs the tests its parent failed (a *screen*: at most
-  ``SCREEN_MAX`` of them, the first in the parent's report order; pytest node ids), stopping at
-  the first one that still fails. Only when all of them pass does the whole suite run (a
-  second test run, which re-runs the screened tests too: the node's result is then exactly the
-  result ``all`` gives, and is cached as such). A candidate whose screen failed keeps the
-  screen's result, marked *partial* (``ScoreResult.partial``): what is known (passed, failed)
-  and how many tests did not run. Its score is a lower bound: every test that did not run
-  counts as failed (not run is never a pass).
-* ``progress_first``: the same screen, but it runs every one of the parent's failing tests
-  (no stop), and the whole suite runs when at least one of them passes now. A candidate that
-  fixes none of them cannot score above its parent (its other tests passed in the parent at
-  best), so little is lost by leaving it partial; one that fixes some of them is fully run, and
-  a policy can climb through it to a fix that needs several edits (``failing_first`` hides it).
+* ``failing_first``: a candidate's test run starts with the tests its parent failed (a
+  *screen*: at most ``SCREEN_MAX`` of them, the first in the parent's report order; pytest node
+  ids) and stops at the first one that still fails. When all of them pass, the rest of the
+  suite runs after them in the same pytest session (one test run): the node's result is the
+  result ``all`` gives, with the parent's failing tests run first, and is cached as such. A
+  candidate whose screen failed keeps the screen's result, marked *partial*
+  (``ScoreResult.partial``): what is known (passed, failed) and how many tests did not run. Its
+  score is a lower bound: every test that did not run counts as failed (not run is never a
+  pass). A suite whose results depend on the order its tests run in should use ``all``.
+* ``progress_first``: the same screen, but every one of the parent's failing tests runs (no
+  stop at the first), and the session goes on to the rest when at least one of them passes
+  now. A candidate that fixes none of them cannot score above its parent (its other tests
+  passed in the parent at best), so little is lost by leaving it partial; one that fixes some
+  of them is fully run, and a policy can climb through it to a fix that needs several edits
+  (``failing_first`` hides it).
 * ``all``: every run is a full run (as before this option existed).
 * ``auto`` (the default): ``progress_first`` in a *repair search*, ``all`` otherwise. A repair
   search is one whose root state's search-test run finished with per-test results (status
   ``ok``) and has at least one failing (failed or errored) test; the app tells the scorer
   (``Scorer.repair``) once the root is scored or replayed.
 
-Screens need pytest (the runner selects tests with a small plugin, ``pytest_order``): with
+Screens need pytest (the runner orders and stops tests with a small plugin, ``pytest_order``): with
 another runner, or an interpreter that ignores ``PYTHONPATH`` (``-I``), ``auto`` runs every
 test and ``failing_first`` is a config error.
 
@@ -172,29 +174,38 @@ class OrderReport:
     """What the ``pytest_order`` plugin says it did in one run."""
 
     selected: int | None
-    """Tests kept by the screen (``None``: no screen)."""
+    """Tests the screen ran first (``None``: no screen)."""
     deselected: int
-    """Tests the screen left out."""
+    """Tests after the screened ones that did not run (the screen stopped the session)."""
     ran: int
     """Tests whose run protocol finished."""
     timed_out: tuple[str, ...]
     """Tests cut by their per-test limit."""
     aborted: str
     """A test that swallowed its timeout, after which pytest was stopped."""
+    stopped: str = ""
+    """Why the screen stopped the session ('' when it did not)."""
 
 
 def _read_report(path: Path) -> OrderReport | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        selected = data.get("selected")
+        screen = data.get("screen")
+        selected, deselected, stopped = None, 0, ""
+        if isinstance(screen, dict):
+            selected = int(screen["screened"])
+            stopped = str(screen.get("stopped") or "")
+            ran = int(data.get("ran") or 0)
+            deselected = max(int(screen["collected"]) - max(ran, selected), 0)
         return OrderReport(
-            selected=None if selected is None else int(selected),
-            deselected=int(data.get("deselected") or 0),
+            selected=selected,
+            deselected=deselected,
             ran=int(data.get("ran") or 0),
             timed_out=tuple(str(x) for x in data.get("timed_out") or ()),
             aborted=str(data.get("aborted") or ""),
+            stopped=stopped,
         )
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
         return None
 
 
@@ -202,20 +213,21 @@ def run_ordered(
     spec: TestSpec,
     workspace: str | os.PathLike[str],
     *,
-    select: Sequence[str] | None = None,
-    stop: bool = True,
+    first: Sequence[str] | None = None,
+    progress: bool = False,
     timeouts: Mapping[str, Any] | None = None,
     warm: WarmRunner | None = None,
 ) -> tuple[TestRun, OrderReport | None]:
-    """Run ``spec`` with the ``pytest_order`` plugin: only the tests ``select`` names (with
-    ``stop``: stopping at the first failure), and/or per-test ``timeouts``. The report is ``None`` when the plugin
-    did not load or write (then nothing it was asked for can be assumed). ``warm``: the warm
-    runner to run it in (as ``run_tests``)."""
+    """Run ``spec`` with the ``pytest_order`` plugin: the tests ``first`` names before the
+    others, in one session that stops after them when the screen fails (``progress``: when
+    none of them passes; otherwise at the first that fails), and/or per-test ``timeouts``.
+    The report is ``None`` when the plugin did not load or write (then nothing it was asked
+    for can be assumed). ``warm``: the warm runner to run it in (as ``run_tests``)."""
     with lifecycle.scratch_dir("order") as tmp:
         cfg: dict[str, Any] = {"report": str(tmp / "report.json")}
-        if select is not None:
-            cfg["select"] = list(select)
-            cfg["stop_on_failure"] = stop
+        if first is not None:
+            cfg["first"] = list(first)
+            cfg["progress"] = progress
         if timeouts:
             cfg["timeouts"] = dict(timeouts)
         (tmp / "order.json").write_text(json.dumps(cfg), encoding="utf-8")
@@ -238,22 +250,20 @@ def was_cut(report: OrderReport | None) -> bool:
     return report is not None and bool(report.timed_out or report.aborted)
 
 
-def screen_verdict(run: TestRun, report: OrderReport | None, *, progress: bool = False) -> str:
-    """What a screen run means: ``void`` (it could not screen: the plugin did not report, or
-    nothing ran; run the full suite), ``full`` (it left no test out and ran every one it kept:
-    it was a full run), ``passed`` (every screened test passed, or with ``progress`` at least
-    one did: run the rest) or ``partial``."""
+def screen_verdict(run: TestRun, report: OrderReport | None) -> str:
+    """What a screened run means: ``void`` (it could not screen: the plugin did not report, or
+    nothing ran; run the whole suite), ``partial`` (the screen stopped the session, or the run
+    broke before the screened tests had finished) or ``full`` (every test ran, the screened
+    ones first: the node's result)."""
     if report is None or report.selected is None:
         return "void"
     if run.status is RunStatus.INVALID and not run.tests:
         return "void"
-    if run.status is RunStatus.OK and report.deselected == 0 and report.ran >= report.selected:
-        return "full"  # the parent failed every test: the screen left nothing out
-    if run.status is RunStatus.OK and not run.failing and run.exit_code == 0:
-        return "passed"
-    if progress and run.status is RunStatus.OK and any(t.outcome.is_pass for t in run.tests):
-        return "passed"
-    return "partial"
+    if report.stopped:
+        return "partial"
+    if run.status is not RunStatus.OK and report.ran < report.selected:
+        return "partial"
+    return "full"
 
 
 def make_partial(

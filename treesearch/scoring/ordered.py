@@ -1,6 +1,6 @@
 """How a ``Scorer`` runs a search state under ``scoring.order`` and ``per_test_timeout``: a
-failing-first screen, then (only when it passed) the whole suite; per-test limits from the
-parent's durations; what is cached and what is not (see ``treesearch.scoring.order``)."""
+failing-first screen that goes on to the whole suite in the same run when it passes; per-test
+limits from the parent's durations; what is cached and what is not (see ``treesearch.scoring.order``)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,6 @@ def evaluate(
     limits: dict[str, Any] | None,
     *,
     time_limit: float | None,
-    max_runs: int | None,
 ) -> ScoreResult:
     """A search run with a failing-first screen and/or per-test limits (``order``)."""
     spec, fn = scorer.search_spec, scorer.score_fn
@@ -85,37 +84,26 @@ def evaluate(
             return _result(
                 known, fn, tree=tree, fingerprint=fingerprint, cached=True, held_out=False
             )
-    runs = 0
-    left = time_limit
     warm = scorer.warm if scorer.warm.mode != "off" else None
+    used = _clipped(spec, time_limit)
     if screen:
-        used = _clipped(spec, left)
         progress = scorer.order != "failing_first"  # progress_first, or auto in a repair search
         run, report = O.run_ordered(
-            used, workspace, select=screen, stop=not progress, timeouts=limits, warm=warm
+            used, workspace, first=screen, progress=progress, timeouts=limits, warm=warm
         )
         scorer.test_runs += 1
-        runs += 1
         if parent is not None and spec.reruns:
             run, reruns = recheck_changed(used, workspace, run, parent, warm=warm)
             scorer.test_runs += reruns
-            runs += reruns
-        verdict = O.screen_verdict(run, report, progress=progress)
+        verdict = O.screen_verdict(run, report)
         if verdict == "full":
             return _keep(scorer, run, report, used, tree, fingerprint, environment, time_limit)
-        if verdict == "partial" or (
-            verdict == "passed" and max_runs is not None and runs >= max_runs
-        ):
-            reason = (
-                "every screened test passed, but the test-run budget left no run for the rest"
-                if verdict == "passed"
-                else ""
-            )
-            partial = O.make_partial(run, report, parent_result, reason=reason)
+        if verdict == "partial":
+            partial = O.make_partial(run, report, parent_result)
             return _partial_result(run, fn, partial, tree=tree)
-        if left is not None:
-            left = max(left - run.seconds, 0.01)
-    used = _clipped(spec, left)
+        # void: the plugin could not screen (it did not report); the whole suite runs again
+        if time_limit is not None:
+            used = _clipped(spec, max(time_limit - run.seconds, 0.01))
     run, report = O.run_ordered(used, workspace, timeouts=limits, warm=warm)
     scorer.test_runs += 1
     if parent is not None and spec.reruns:
@@ -135,9 +123,7 @@ def complete(
     """The whole suite's run of a state a screen left partial (``result``): no screen, per-test
     limits from the durations it knows (its own and its parent's), cached like any full run."""
     limits = limits_for(scorer, workspace, result)
-    return evaluate(
-        scorer, workspace, tree, result, None, (), limits, time_limit=time_limit, max_runs=None
-    )
+    return evaluate(scorer, workspace, tree, result, None, (), limits, time_limit=time_limit)
 
 
 def _keep(

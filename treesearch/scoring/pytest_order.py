@@ -4,19 +4,22 @@ Loaded beside the session probe (``pytest_probe``: copied into the same temporar
 named in ``PYTEST_PLUGINS``) when the runner's environment holds ``TREESEARCH_PYTEST_ORDER``, the
 path of a JSON file with an object with any of:
 
-* ``select``: test ids (pytest node ids, or the JUnit ``classname::name`` key pytest writes for
-  them); every other collected test is deselected (pytest's ``deselected`` hook, so the counts
-  stay right). The command's own paths and options still decide what is collected, so a
-  command that names a folder (``pytest -q tests``) is screened as well as a bare one.
-* ``stop_on_failure``: stop the session at the first failing test (as ``-x`` does).
+* ``first``: test ids (pytest node ids, or the JUnit ``classname::name`` key pytest writes for
+  them) that run before every other collected test, in one session: a *screen* that leaves
+  nothing out. The session stops (``session.shouldfail``, as ``--maxfail`` does) as soon as one
+  of them fails, or with ``progress`` when the last of them has finished and none passes while
+  at least one fails; otherwise the rest run after them, in the order pytest collected them.
+  The command's own paths and options still decide what is collected (``pytest -q tests`` is
+  screened as well as a bare ``pytest``). The report says how many tests were collected and
+  screened, and why the screen stopped the session (empty: it did not).
 * ``timeouts``: ``{"default": seconds or null, "tests": {id: seconds}}``: a per-test limit on
   the test's call phase (setup and teardown stay under the whole run's timeout: a session
   fixture is paid by whichever test comes first, which is not the test it was measured on).
   Past it, SIGALRM makes the test fail with a message that says so; a test that swallows that
   failure (a bare ``except:``) gets it again every second, and after three more the pytest
   process exits with status 3 (no report: never a pass).
-* ``report``: a file where the plugin writes what it did (selected, deselected, ran, the tests
-  it cut), first when it is loaded, again at the end of the session.
+* ``report``: a file where the plugin writes what it did (the screen, how many tests ran, the
+  tests it cut), first when it is loaded, again at the end of the session.
 
 It removes the variable from ``os.environ`` at import, so a pytest that the tests start
 themselves is not screened. Standard library and pytest only, Python 3.7 syntax: it runs in
@@ -52,13 +55,14 @@ if _path:
 
 _state: dict[str, Any] = {
     "loaded": True,
-    "selected": None,
-    "deselected": 0,
+    "screen": None,
     "missing": [],
     "ran": 0,
     "timed_out": [],
     "aborted": "",
 }
+_screen: dict[str, Any] = {"ids": set(), "left": 0, "passed": 0, "failed": 0, "outcome": {}}
+_session: list = []
 
 
 def _write() -> None:
@@ -98,18 +102,15 @@ _config: list = []
 
 def pytest_configure(config: Any) -> None:
     _config.append(config)
-    if not _cfg:
-        return
-    if _cfg.get("stop_on_failure"):
-        config.option.maxfail = 1
-    _write()
+    if _cfg:
+        _write()
 
 
 def pytest_collection_modifyitems(session: Any, config: Any, items: list) -> None:
-    if "select" not in _cfg:
+    if "first" not in _cfg:
         return
-    wanted = _wanted(_cfg.get("select"))
-    keep, drop = [], []
+    wanted = _wanted(_cfg.get("first"))
+    keep, rest = [], []
     seen = set()
     for item in items:
         key = _junit_key(item.nodeid)
@@ -118,17 +119,48 @@ def pytest_collection_modifyitems(session: Any, config: Any, items: list) -> Non
             seen.add(item.nodeid)
             seen.add(key)
         else:
-            drop.append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-    items[:] = keep
-    _state["selected"] = len(keep)
-    _state["deselected"] = len(drop)
+            rest.append(item)
+    items[:] = keep + rest
+    _session.append(session)
+    _screen["ids"] = {item.nodeid for item in keep}
+    _screen["left"] = len(keep)
+    _state["screen"] = {"screened": len(keep), "collected": len(items), "stopped": ""}
     _state["missing"] = sorted(wanted - seen)[:50]
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    if report.nodeid not in _screen["ids"]:
+        return
+    outcome = _screen["outcome"]
+    if report.failed:
+        outcome[report.nodeid] = "failed"
+    elif report.when == "call" and outcome.get(report.nodeid) != "failed":
+        # passed, xpassed (non-strict: a strict xpass is reported failed) or xfailed
+        passed = report.passed or hasattr(report, "wasxfail")
+        outcome[report.nodeid] = "passed" if passed else "skipped"
+
+
+def _stop_after_screen(nodeid: str) -> None:
+    """After a screened test: stop the session if the screen says the rest need not run."""
+    outcome = _screen["outcome"].get(nodeid, "skipped")
+    _screen[outcome] = _screen.get(outcome, 0) + 1
+    _screen["left"] -= 1
+    why = ""
+    if outcome == "failed" and not _cfg.get("progress"):
+        why = f"{nodeid} failed in the parent and still fails"
+    elif (
+        _cfg.get("progress") and not _screen["left"] and _screen["failed"] and not _screen["passed"]
+    ):
+        why = f"none of the {len(_screen['ids'])} tests that failed in the parent passes now"
+    if why and _session:
+        _state["screen"]["stopped"] = why
+        _session[0].shouldfail = "treesearch screen: " + why
 
 
 def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
     _state["ran"] += 1
+    if nodeid in _screen["ids"]:
+        _stop_after_screen(nodeid)
 
 
 def _limit(item: Any) -> float | None:

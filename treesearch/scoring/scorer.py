@@ -197,8 +197,8 @@ class Scorer:
         first (``ScoreResult.partial`` when they did not all pass), and its durations set the
         per-test limits (``per_test_timeout: auto``). ``time_limit`` (seconds) cuts the run
         earlier than the spec's timeout (a search's wall-clock budget); a run cut by it is not
-        cached. ``max_runs`` caps the test runs of this call (a test-run budget): a screen
-        that passed with no run left stays partial.
+        cached. ``max_runs`` caps the test runs of this call (a test-run budget): a screen and
+        the rest of the suite share one run, so a call makes one run (more with ``reruns``).
         """
         parent_result = parent if isinstance(parent, ScoreResult) else None
         if isinstance(parent, ScoreResult):
@@ -217,7 +217,6 @@ class Scorer:
                 screen,
                 limits,
                 time_limit=time_limit,
-                max_runs=max_runs,
             )
         return self._evaluate(
             self.search_spec,

@@ -250,7 +250,7 @@ WRITE_PASSING = (
 )
 
 
-def _eval(tmp: Path, writer: str) -> Any:
+def _eval(tmp: Path, writer: str, mode: str = "search") -> Any:
     from eval_fixtures import PYTEST, TEST_ENV, write_jsonl
     from test_eval_swebench_rows import _project, _table
 
@@ -293,6 +293,7 @@ def _eval(tmp: Path, writer: str) -> Any:
         out=tmp / "ev",
         workers=1,
         setup=_table(tmp),
+        mode=mode,
     )
 
 
@@ -327,3 +328,25 @@ def test_eval_row_without_a_kept_reproduction_says_no_signal(tmp_path: Path) -> 
     assert row["no_signal"] is True and "kept no reproduction test" in row["reason"], row
     assert row["reproduction"]["kept"] == []
     assert row["reproduction"]["dropped"][0]["reason"].startswith("passes at the root")
+
+
+def test_eval_gold_reports_how_often_the_reproduction_passes_with_the_gold_patch(
+    tmp_path: Path,
+) -> None:
+    """``eval --gold`` with a config that sets search.reproduce: no search, the reproduction
+    step alone on the base commit, its kept test run with the gold patch."""
+    out = _eval(tmp_path, WRITE_REPRO, mode="gold")
+    row = out.rows[0]
+    assert row["mode"] == "gold" and row["status"] == "resolved", row
+    rep = row["reproduction"]
+    assert [k["from"] for k in rep["kept"]] == ["test_issue.py"]
+    assert rep["passes_with_gold"] == {rep["kept"][0]["file"]: True}
+    assert out.summary["reproduction"]["passes_with_gold"] == 1
+    kept = tmp_path / "ev" / "instances" / row["instance_id"] / "reproduce" / rep["kept"][0]["file"]
+    assert "Hello, Ada!" in kept.read_text()
+    # A reproduction the gold patch does not make pass is counted as such.
+    wrong = WRITE_REPRO.replace("Hello, Ada!", "Goodbye, Ada!")
+    out = _eval(tmp_path / "wrong", wrong, mode="gold")
+    rep = out.rows[0]["reproduction"]
+    assert rep["kept"] and list(rep["passes_with_gold"].values()) == [False]
+    assert out.summary["reproduction"]["passes_with_gold"] == 0

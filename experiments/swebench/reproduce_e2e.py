@@ -5,7 +5,9 @@ tests pass at the base commit (a search on them alone says ``no_signal``). A scr
 chat-completions server on 127.0.0.1 first writes a reproduction test from the problem statement
 (it fails at the base commit), then, as the search's strategy, the fix. The row must come out
 resolved by the held-out tests with ``no_signal`` false; then the same eval is run again with the
-server down and ``replay: true`` and must build the same search graph.
+server down and ``replay: true`` and must build the same search graph; last, ``eval --gold``
+with the same config (replayed) runs the reproduction step alone and must find that the kept
+reproduction passes with the gold patch.
 
     python experiments/swebench/reproduce_e2e.py --work /tmp/repro-e2e [--corpus ../shared/corpora/swebench-dev]
 
@@ -155,6 +157,21 @@ def main() -> int:
     ]
     results["replayed"] = {k: again.get(k) for k in ("status", "no_signal", "test_runs", "tokens")}
     results["same_graph"] = graphs[0] == graphs[1]
+    gold = run_eval(  # eval --gold with the same config: the reproduction step alone, replayed
+        config(work, url, True),
+        instances,
+        repos=repos,
+        out=work / "ev-gold",
+        workers=1,
+        setup=setup,
+        mode="gold",
+    )
+    graded = gold.rows[0]
+    results["gold"] = {
+        "status": graded.get("status"),
+        "reproduction": graded.get("reproduction"),
+        "summary": gold.summary.get("reproduction"),
+    }
     print(json.dumps(results, indent=2))
     ok = (
         row["status"] == "resolved"
@@ -162,6 +179,8 @@ def main() -> int:
         and row["reproduction"]["kept"]
         and results["same_graph"]
         and again["status"] == "resolved"
+        and graded["status"] == "resolved"
+        and (gold.summary.get("reproduction") or {}).get("passes_with_gold") == 1
     )
     print("OK" if ok else "FAILED")
     return 0 if ok else 1

@@ -293,23 +293,7 @@ def _run(
     from treesearch.search.graph import root_of
     from treesearch.store import ShadowStore
 
-    raw = copy.deepcopy(s.config)
-    raw["workspace"] = {"path": str(workspace)}
-    store = raw.setdefault("store", {})
-    store["home"] = str(scratch / "home")
-    out_cfg = raw.setdefault("output", {})
-    out_cfg["run_id"] = inst.instance_id
-    out_cfg["instance_id"] = inst.instance_id
-    if s.task_from_instance and inst.problem_statement.strip():
-        raw["task"] = inst.problem_statement
-    scoring = raw.setdefault("scoring", {})
-    tests = scoring.setdefault("search_tests", {})
-    if inst.search_tests:
-        tests["command"] = inst.search_tests
-        row["steer"] = {**row["steer"], "search_tests": inst.search_tests}
-    if test_env:
-        tests["env"] = {**test_env, **(tests.get("env") or {})}
-    scoring["score"] = agreeing_score(scoring.get("score", "pass_fraction"))
+    raw = _search_config(inst, s, scratch, workspace, test_env, row)
     runs = scratch / "runs"
     outcome = run_from_config(raw, base_dir=Path(s.base_dir), runs_dir=runs, source=s.source)
     lap("search")
@@ -383,6 +367,75 @@ def _run(
     archive = _pack(outcome.run_dir)
     lap("pack")
     return archive
+
+
+def _search_config(
+    inst: Instance,
+    s: EvalSettings,
+    scratch: Path,
+    workspace: Path,
+    test_env: dict[str, str],
+    row: dict[str, Any],
+) -> dict[str, Any]:
+    """The eval config made the config of one instance's search in ``workspace``: its task,
+    its run id, its search tests and their environment."""
+    raw = copy.deepcopy(s.config)
+    raw["workspace"] = {"path": str(workspace)}
+    store = raw.setdefault("store", {})
+    store["home"] = str(scratch / "home")
+    out_cfg = raw.setdefault("output", {})
+    out_cfg["run_id"] = inst.instance_id
+    out_cfg["instance_id"] = inst.instance_id
+    if s.task_from_instance and inst.problem_statement.strip():
+        raw["task"] = inst.problem_statement
+    scoring = raw.setdefault("scoring", {})
+    tests = scoring.setdefault("search_tests", {})
+    if inst.search_tests:
+        tests["command"] = inst.search_tests
+        row["steer"] = {**row["steer"], "search_tests": inst.search_tests}
+    if test_env:
+        tests["env"] = {**test_env, **(tests.get("env") or {})}
+    scoring["score"] = agreeing_score(scoring.get("score", "pass_fraction"))
+    return raw
+
+
+def _gold_reproduction(
+    inst: Instance,
+    s: EvalSettings,
+    scratch: Path,
+    test_env: dict[str, str],
+    row: dict[str, Any],
+    out: Path,
+) -> None:
+    """``eval --gold`` with a config that sets ``search.reproduce``: the reproduction step alone
+    (a search of no expansion) on the base commit, its kept tests run with the gold patch.
+    The row's ``reproduction`` says how often the strategy reproduced the issue correctly; the
+    record goes into the instance's folder (``reproduce/``)."""
+    from treesearch.app import run_from_config
+
+    name = (inst.repo or inst.instance_id).rsplit("/", 1)[-1] or "workspace"
+    workspace = scratch / "work" / name
+    try:
+        _base_tree(inst, s, workspace, row)
+    except _NoBase:
+        return
+    raw = _search_config(inst, s, scratch, workspace, test_env, row)
+    search = raw.setdefault("search", {})
+    search["budget"] = {**(search.get("budget") or {}), "expansions": 0}
+    outcome = run_from_config(
+        raw, base_dir=Path(s.base_dir), runs_dir=scratch / "runs", source=s.source
+    )
+    if outcome.interrupted:
+        raise InstanceInterrupted(inst.instance_id)
+    repro = outcome.summary.get("reproduce") or {}
+    row["reproduction"] = _reproduction_row(repro)
+    row["tokens"] += int(repro.get("tokens") or 0)
+    if (outcome.run_dir / "reproduce").is_dir():
+        shutil.copytree(outcome.run_dir / "reproduce", out / "reproduce")
+    if repro.get("kept") and inst.patch.strip():
+        row["reproduction"]["passes_with_gold"] = _passes_with_gold(
+            inst, s, scratch, outcome.run_dir / "reproduce", repro, raw, name
+        )
 
 
 def _reproduction_row(repro: dict[str, Any]) -> dict[str, Any]:
@@ -509,6 +562,9 @@ def _grade_only(
         reset_test_files(grade_dir, inst, patch_paths(patch), _base_once(inst, s, scratch))
     row["patch_applied"] = True
     test_env = _test_env(env, spec)
+    if s.mode == "gold" and ((s.config or {}).get("search") or {}).get("reproduce"):
+        _gold_reproduction(inst, s, scratch, test_env, row, out)
+        lap("reproduce")
     grade_tree(
         inst,
         grade_dir,

@@ -167,7 +167,7 @@ def test_the_store_home_comes_from_the_environment_through_the_command_line_only
     tmp_path: Path, monkeypatch
 ) -> None:
     """#13: only cli.py reads environment variables; the library takes them as arguments."""
-    from treesearch import cli
+    from treesearch import _cli_common as cli
     from treesearch.store import default_home
 
     monkeypatch.setenv("TREESEARCH_HOME", str(tmp_path / "from-env"))

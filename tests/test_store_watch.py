@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from treesearch import cli
+from treesearch import _cli_common as cli
 from treesearch.store import ShadowStore
 from treesearch.store._walk import IgnoreRules, NeedFullWalk, Walker, WalkResult, walk
 from treesearch.store._watch import Inotify, local_filesystem

@@ -7,8 +7,8 @@ import argparse
 import sys
 from typing import Any
 
+from treesearch._cli_common import _emit_json
 from treesearch._cli_search import _sigterm_as_interrupt
-from treesearch.cli import _emit_json
 
 
 def _eval_event(event: dict[str, Any]) -> None:

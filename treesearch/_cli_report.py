@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from treesearch.cli import _emit_json
+from treesearch._cli_common import _emit_json
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from treesearch.cli import _emit_json, _open_store, _store_args
+from treesearch._cli_common import _emit_json, _open_store, _store_args
 
 
 def _score_cache(store: Any) -> Any:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from treesearch.cli import _emit_json, _store_home, _watch
+from treesearch._cli_common import _emit_json, _store_home, _watch
 
 
 def _sigterm_as_interrupt() -> None:

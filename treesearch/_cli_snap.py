@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from treesearch.cli import (
+from treesearch._cli_common import (
     _emit_json,
     _open_store,
     _parse_duration,

@@ -36,15 +36,15 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from treesearch import sandbox
-from treesearch.agents.configs import AGENT_MODELS, AgentConfig, agent_error
 from treesearch.errors import AgentError, SessionError
 from treesearch.session import SessionDeadlineError, TransactionalSession
 from treesearch.types import TreeHash
+
+if TYPE_CHECKING:
+    from treesearch.agents.configs import AgentConfig
 
 __all__ = [
     "Agent",
@@ -229,8 +229,23 @@ class _Entry:
     the mapping (or, for a class, its ``from_config`` classmethod does)."""
 
 
-_registry: dict[str, _Entry] = {k: _Entry(v, AGENT_MODELS[k]) for k, v in _BUILTINS.items()}
+_registry: dict[str, _Entry] = {}
+"""Kind -> entry. The built-in kinds are added at the first use (``_kinds``), which loads their
+config models (pydantic): importing this package does not."""
 _registry_lock = threading.Lock()
+_builtins_added = False
+
+
+def _kinds() -> dict[str, _Entry]:
+    """The registry, the built-in kinds in it (call with ``_registry_lock`` held)."""
+    global _builtins_added
+    if not _builtins_added:
+        from treesearch.agents.configs import AGENT_MODELS
+
+        for kind, factory in _BUILTINS.items():
+            _registry.setdefault(kind, _Entry(factory, AGENT_MODELS[kind]))
+        _builtins_added = True
+    return _registry
 
 
 def resolve_dotted(path: str) -> Any:
@@ -271,39 +286,42 @@ def register_agent(
         raise AgentError("register_agent: kind must be a non-empty string")
     if not (isinstance(factory, str) or callable(factory)):
         raise AgentError("register_agent: factory must be a callable or a dotted path string")
+    from treesearch.agents.configs import AgentConfig
+
     if model is not None and not (isinstance(model, type) and issubclass(model, AgentConfig)):
         raise AgentError("register_agent: model must be a subclass of AgentConfig")
     entry = _Entry(factory, model)
     with _registry_lock:
-        if kind in _registry and not replace and _registry[kind] != entry:
+        kinds = _kinds()
+        if kind in kinds and not replace and kinds[kind] != entry:
             raise AgentError(f"agent kind {kind!r} is already registered (pass replace=True)")
-        _registry[kind] = entry
+        kinds[kind] = entry
 
 
 def known_kinds() -> list[str]:
     """The registered agent kinds, sorted."""
     with _registry_lock:
-        return sorted(_registry)
+        return sorted(_kinds())
 
 
 def agent_entry(kind: str) -> tuple[str | AgentFactory, type[AgentConfig] | None] | None:
     """How ``kind`` is built: its factory and config model as ``register_agent`` took them
     (``None``: unknown). A parallel search registers them again in its worker processes."""
     with _registry_lock:
-        entry = _registry.get(kind)
+        entry = _kinds().get(kind)
     return (entry.factory, entry.model) if entry is not None else None
 
 
 def agent_model(kind: str) -> type[AgentConfig] | None:
     """The config model registered for ``kind`` (``None``: unknown, or registered without)."""
     with _registry_lock:
-        entry = _registry.get(kind)
+        entry = _kinds().get(kind)
     return entry.model if entry is not None else None
 
 
 def _entry(kind: Any) -> _Entry:
     with _registry_lock:
-        entry = _registry.get(kind) if isinstance(kind, str) else None
+        entry = _kinds().get(kind) if isinstance(kind, str) else None
         known = sorted(_registry)
     if entry is None:
         raise AgentError(f"unknown agent kind {kind!r}; known kinds: {', '.join(known)}")
@@ -316,6 +334,10 @@ def build_agent(config: Mapping[str, Any] | AgentConfig) -> Agent:
     Raises ``AgentError`` for an unknown kind (listing the known ones) and for bad fields (naming
     the field and what it allows).
     """
+    from pydantic import ValidationError
+
+    from treesearch.agents.configs import AgentConfig, agent_error
+
     if isinstance(config, AgentConfig):
         return _make(config.kind, _entry(config.kind), config.agent_kwargs())
     if not isinstance(config, Mapping):
@@ -438,3 +460,11 @@ def run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
         result.exhausted and not result.steps and result.status is not AgentStatus.FAILED
     )
     return result
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AgentConfig":  # loads pydantic: only when asked for
+        from treesearch.agents.configs import AgentConfig
+
+        return AgentConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

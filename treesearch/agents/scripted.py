@@ -33,61 +33,11 @@ from treesearch.agents import (
     AgentResult,
     AgentStatus,
 )
-from treesearch.agents.configs import ScriptedConfig, agent_kwargs
-from treesearch.errors import AgentError, SessionError
+from treesearch.agents.configs import ScriptedConfig, agent_kwargs, check_action
+from treesearch.errors import SessionError
 from treesearch.session import SessionDeadlineError, ToolCall
 
 __all__ = ["ScriptedAgent"]
-
-_ACTIONS: dict[str, dict[str, tuple[type | tuple[type, ...], str]]] = {
-    "run": {
-        "run": (str, "a shell command (string)"),
-        "timeout": ((int, float), "seconds > 0"),
-        "check": (bool, "true (exit code 0 required, default) or false"),
-    },
-    "write": {"write": (str, "a workspace-relative path"), "content": (str, "the file text")},
-    "replace": {
-        "replace": (str, "a workspace-relative path"),
-        "old": (str, "text that occurs exactly once"),
-        "new": (str, "its replacement"),
-        "check": (bool, "true (the text must be there, default) or false (no match: no change)"),
-    },
-    "read": {"read": (str, "a workspace-relative path")},
-    "list": {"list": (str, "a workspace-relative folder")},
-    "finish": {"finish": (str, "the reason (text)")},
-    "give_up": {"give_up": (str, "the reason (text)")},
-}
-_COMMON = {"say": (str, "assistant text recorded with the call")}
-
-
-def check_action(n: int, entry: Any) -> str:
-    """The action of step entry ``n``, or ``AgentError`` naming the entry and its bad field."""
-    where = f"scripted agent: steps[{n}]"
-    if not isinstance(entry, Mapping):
-        raise AgentError(f"{where} must be a mapping, got {type(entry).__name__}")
-    actions = [k for k in entry if k in _ACTIONS]
-    if len(actions) != 1:
-        raise AgentError(
-            f"{where} must hold exactly one action of {', '.join(_ACTIONS)}; got {sorted(entry)}"
-        )
-    action = actions[0]
-    allowed = {**_ACTIONS[action], **_COMMON}
-    for key, value in entry.items():
-        if key not in allowed:
-            names = ", ".join(sorted(allowed))
-            raise AgentError(
-                f"{where}: unknown field {key!r} for a {action!r} action; allowed: {names}"
-            )
-        kind, what = allowed[key]
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise AgentError(f"{where}: field {key!r} must be {what}, got {value!r:.80}")
-    if action == "write" and "content" not in entry:
-        raise AgentError(f"{where}: a 'write' action needs 'content'")
-    if action == "replace" and not ("old" in entry and "new" in entry):
-        raise AgentError(f"{where}: a 'replace' action needs 'old' and 'new'")
-    if "timeout" in entry and entry["timeout"] <= 0:
-        raise AgentError(f"{where}: field 'timeout' must be > 0 seconds")
-    return action
 
 
 def _call(n: int, action: str, entry: Mapping[str, Any]) -> ToolCall:

@@ -19,33 +19,69 @@
 * ``warm.WarmRunner`` (``scoring.warm``) runs pytest commands forked from a warm server where
   that gives the result of a cold run, and says when it falls back to cold runs.
 
-The library never prints.
+The library never prints. The names below load their module when first used, so that a module
+that needs only ``results`` (the search controller) does not load the runner and the warm
+server with it.
 """
 
 from __future__ import annotations
 
-from treesearch.scoring.cache import CacheEntry, ScoreCache
-from treesearch.scoring.grading import (
-    SCORES,
-    PassFraction,
-    Resolved,
-    ScoreFunction,
-    SweBench,
-    make_score,
-    score_names,
-)
-from treesearch.scoring.results import (
-    Grade,
-    Outcome,
-    Partial,
-    RunStatus,
-    ScoreResult,
-    TestCase,
-    TestRun,
-)
-from treesearch.scoring.runner import recheck_changed, run_tests
-from treesearch.scoring.scorer import ScoreLike, Scorer, SnapshotSource, score_workspace
-from treesearch.scoring.spec import TestSpec
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from treesearch.scoring.cache import CacheEntry, ScoreCache
+    from treesearch.scoring.grading import (
+        SCORES,
+        PassFraction,
+        Resolved,
+        ScoreFunction,
+        SweBench,
+        make_score,
+        score_names,
+    )
+    from treesearch.scoring.results import (
+        Grade,
+        Outcome,
+        Partial,
+        RunStatus,
+        ScoreResult,
+        TestCase,
+        TestRun,
+    )
+    from treesearch.scoring.runner import recheck_changed, run_tests
+    from treesearch.scoring.scorer import ScoreLike, Scorer, SnapshotSource, score_workspace
+    from treesearch.scoring.spec import TestSpec
+
+_WHERE = {
+    **dict.fromkeys(("CacheEntry", "ScoreCache"), "cache"),
+    **dict.fromkeys(
+        ("SCORES", "PassFraction", "Resolved", "ScoreFunction", "SweBench", "make_score"),
+        "grading",
+    ),
+    "score_names": "grading",
+    **dict.fromkeys(
+        ("Grade", "Outcome", "Partial", "RunStatus", "ScoreResult", "TestCase", "TestRun"),
+        "results",
+    ),
+    **dict.fromkeys(("recheck_changed", "run_tests"), "runner"),
+    **dict.fromkeys(("ScoreLike", "Scorer", "SnapshotSource", "score_workspace"), "scorer"),
+    "TestSpec": "spec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})
+
 
 __all__ = [
     "SCORES",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from treesearch.errors import ScoringError
-from treesearch.scoring.results import FORMAT_VERSION, TestRun
+from treesearch.scoring.results import FORMAT_VERSION, RunStatus, TestRun
 from treesearch.scoring.spec import TestSpec
 
 SCHEMA_VERSION = 2
@@ -229,3 +229,9 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def worth_caching(run: TestRun) -> bool:
+    """Whether a full run of a state may be cached: a command that could not start says nothing
+    about the state; everything else does (a timeout too: the same state would hang again)."""
+    return not (run.status is RunStatus.CRASHED and run.exit_code is None and not run.timed_out)

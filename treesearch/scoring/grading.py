@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from treesearch.errors import ConfigError
-from treesearch.scoring.results import Grade, Outcome, RunStatus, TestRun
+from treesearch.scoring.results import Grade, Outcome, RunStatus, ScoreResult, TestRun
 
 FAIL_TO_PASS = "FAIL_TO_PASS"
 PASS_TO_PASS = "PASS_TO_PASS"
@@ -327,3 +327,28 @@ def make_score(
         raise ConfigError(f"{at}: unknown score {kind!r}; known scores: {', '.join(score_names())}")
     result: ScoreFunction = SCORES[kind].from_params(params, at)
     return result
+
+
+def scored(
+    run: TestRun,
+    fn: ScoreFunction,
+    *,
+    tree: str | None,
+    fingerprint: str,
+    cached: bool,
+    held_out: bool,
+) -> ScoreResult:
+    """The result of a full run graded by ``fn`` (its value clipped to [0, 1])."""
+    grade = fn(run)
+    value = min(1.0, max(0.0, float(grade.value)))
+    return ScoreResult(
+        score=value,
+        resolved=grade.resolved,
+        score_name=fn.name,
+        run=run,
+        details=grade.details,
+        tree=tree,
+        fingerprint=fingerprint,
+        cached=cached,
+        held_out=held_out,
+    )

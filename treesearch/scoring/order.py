@@ -49,7 +49,15 @@ from typing import Any
 from treesearch import lifecycle
 from treesearch.errors import ConfigError
 from treesearch.scoring.probe import ORDER_ENV, _isolated
-from treesearch.scoring.results import Outcome, Partial, RunStatus, ScoreResult, TestCase, TestRun
+from treesearch.scoring.results import (
+    SUMMARY,
+    Outcome,
+    Partial,
+    RunStatus,
+    ScoreResult,
+    TestCase,
+    TestRun,
+)
 from treesearch.scoring.runner import run_tests
 from treesearch.scoring.spec import TestSpec
 from treesearch.scoring.warm import WarmRunner
@@ -63,8 +71,6 @@ TIMEOUT_FACTOR = 20.0
 """``auto`` per-test limit: this many times the test's duration in the parent's run ..."""
 TIMEOUT_FLOOR = 2.0
 """... and at least this many seconds (a loaded machine must not cut a healthy fast test)."""
-SUMMARY = "(summary)"
-"""``score_name`` of a parent rebuilt from its summary (``from_summary``): no durations."""
 TIMEOUT_MARK = "treesearch per-test timeout"
 """Start of the failure message of a test cut by its limit (``pytest_order.TIMEOUT_MARK``)."""
 
@@ -316,36 +322,3 @@ def _filled(run: TestRun, partial: Partial, outcome: Outcome) -> TestRun:
         for i in range(partial.not_run)
     )
     return replace(run, tests=run.tests + filler)
-
-
-def from_summary(tree: str, tests: Mapping[str, Any] | None) -> ScoreResult | None:
-    """A stand-in for a parent's result rebuilt from its node's test summary (after a resume,
-    when the result itself is no longer in memory): its status and failing tests, which is
-    what a screen needs. ``None`` when the summary says nothing usable."""
-    if not tests:
-        return None
-    try:
-        status = RunStatus(tests.get("status"))
-    except ValueError:
-        return None
-    failing = tuple(
-        TestCase(str(test_id), Outcome.FAILED) for test_id in tests.get("failing") or ()
-    )
-    run = TestRun(status=status, tests=failing, exit_code=1 if failing else 0)
-    return ScoreResult(0.0, False, SUMMARY, run, tree=tree)
-
-
-def summary_marks(result: ScoreResult) -> dict[str, Any]:
-    """What a node's test summary adds for a partial state (empty for a full one)."""
-    partial = result.partial
-    if partial is None:
-        return {}
-    run = result.run
-    return {
-        "partial": True,
-        "known_passed": sum(1 for t in run.tests if t.outcome.is_pass),
-        "known_failed": len(run.failing),
-        "not_run": partial.not_run,
-        "partial_reason": partial.reason,
-        **({"upper": partial.upper} if partial.upper is not None else {}),
-    }

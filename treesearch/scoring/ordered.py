@@ -9,11 +9,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from treesearch.scoring import order as O
+from treesearch.scoring.cache import worth_caching
 from treesearch.scoring.envkey import environment_key
-from treesearch.scoring.grading import ScoreFunction
+from treesearch.scoring.grading import ScoreFunction, scored
 from treesearch.scoring.results import Partial, ScoreResult, TestRun
 from treesearch.scoring.runner import recheck_changed
-from treesearch.scoring.scorer import _cacheable, _result
 from treesearch.scoring.spec import TestSpec
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def evaluate(
         known = scorer.cache.get(tree, fingerprint, environment)
         if known is not None:  # a full run of this state: nothing to screen
             scorer.cache_hits += 1
-            return _result(
+            return scored(
                 known, fn, tree=tree, fingerprint=fingerprint, cached=True, held_out=False
             )
     warm = scorer.warm if scorer.warm.mode != "off" else None
@@ -138,9 +138,9 @@ def _keep(
 ) -> ScoreResult:
     """A full run's result, cached unless a limit (the budget's or a test's) cut it."""
     cut = (used.timeout < scorer.search_spec.timeout and run.timed_out) or O.was_cut(report)
-    if tree is not None and scorer.cache is not None and _cacheable(run) and not cut:
+    if tree is not None and scorer.cache is not None and worth_caching(run) and not cut:
         scorer.cache.put(tree, fingerprint, run, environment)
-    return _result(
+    return scored(
         run, scorer.score_fn, tree=tree, fingerprint=fingerprint, cached=False, held_out=False
     )
 

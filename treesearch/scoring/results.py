@@ -434,3 +434,42 @@ def merge_outcomes(outcomes: Sequence[Outcome]) -> Outcome:
     for o in outcomes[1:]:
         result = worse(result, o)
     return result
+
+
+# --- a node's test summary (graph.json) and the result it stands for ---------------------------
+
+SUMMARY = "(summary)"
+"""``score_name`` of a parent rebuilt from its summary (``from_summary``): no durations."""
+
+
+def from_summary(tree: str, tests: Mapping[str, Any] | None) -> ScoreResult | None:
+    """A stand-in for a parent's result rebuilt from its node's test summary (after a resume,
+    when the result itself is no longer in memory): its status and failing tests, which is
+    what a screen needs. ``None`` when the summary says nothing usable."""
+    if not tests:
+        return None
+    try:
+        status = RunStatus(tests.get("status"))
+    except ValueError:
+        return None
+    failing = tuple(
+        TestCase(str(test_id), Outcome.FAILED) for test_id in tests.get("failing") or ()
+    )
+    run = TestRun(status=status, tests=failing, exit_code=1 if failing else 0)
+    return ScoreResult(0.0, False, SUMMARY, run, tree=tree)
+
+
+def summary_marks(result: ScoreResult) -> dict[str, Any]:
+    """What a node's test summary adds for a partial state (empty for a full one)."""
+    partial = result.partial
+    if partial is None:
+        return {}
+    run = result.run
+    return {
+        "partial": True,
+        "known_passed": sum(1 for t in run.tests if t.outcome.is_pass),
+        "known_failed": len(run.failing),
+        "not_run": partial.not_run,
+        "partial_reason": partial.reason,
+        **({"upper": partial.upper} if partial.upper is not None else {}),
+    }

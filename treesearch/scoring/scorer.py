@@ -14,10 +14,11 @@ from typing import Any
 from treesearch import lifecycle
 from treesearch.errors import ConfigError, ScoringError
 from treesearch.scoring import order as O
-from treesearch.scoring.cache import ScoreCache
+from treesearch.scoring import ordered
+from treesearch.scoring.cache import ScoreCache, worth_caching
 from treesearch.scoring.envkey import Memo, check_cache_inputs, environment_key
-from treesearch.scoring.grading import ScoreFunction, make_score
-from treesearch.scoring.results import RunStatus, ScoreResult, TestRun
+from treesearch.scoring.grading import ScoreFunction, make_score, scored
+from treesearch.scoring.results import ScoreResult, TestRun
 from treesearch.scoring.runner import recheck_changed, run_tests
 from treesearch.scoring.spec import TestSpec
 from treesearch.scoring.warm import WARM_MODES, WarmRunner
@@ -203,8 +204,6 @@ class Scorer:
         parent_result = parent if isinstance(parent, ScoreResult) else None
         if isinstance(parent, ScoreResult):
             parent = parent.run
-        from treesearch.scoring import ordered  # it builds on this module
-
         screen = ordered.screen_for(self, parent)
         limits = ordered.limits_for(self, workspace, parent_result)
         if screen or limits is not None:
@@ -238,8 +237,6 @@ class Scorer:
     ) -> ScoreResult:
         """The whole suite's run of a state a failing-first screen left partial (``result``,
         from ``score``): what a search runs before it builds on the state."""
-        from treesearch.scoring import ordered
-
         return ordered.complete(self, workspace, tree, result, time_limit=time_limit)
 
     def grade(self, workspace: str | os.PathLike[str], tree: str | None = None) -> ScoreResult:
@@ -290,43 +287,11 @@ class Scorer:
                 run, reruns = recheck_changed(used, workspace, run, parent, warm=warm)
                 self.test_runs += reruns
             cut = limited and run.timed_out  # says nothing about the state: never cached
-            if tree is not None and self.cache is not None and _cacheable(run) and not cut:
+            if tree is not None and self.cache is not None and worth_caching(run) and not cut:
                 self.cache.put(tree, fingerprint, run, environment)
         else:
             self.cache_hits += 1
-        return _result(
-            run, fn, tree=tree, fingerprint=fingerprint, cached=cached, held_out=held_out
-        )
-
-
-def _cacheable(run: TestRun) -> bool:
-    # A command that could not start says nothing about the state; everything else does
-    # (a timeout too: the same state would hang again).
-    return not (run.status is RunStatus.CRASHED and run.exit_code is None and not run.timed_out)
-
-
-def _result(
-    run: TestRun,
-    fn: ScoreFunction,
-    *,
-    tree: str | None,
-    fingerprint: str,
-    cached: bool,
-    held_out: bool,
-) -> ScoreResult:
-    grade = fn(run)
-    value = min(1.0, max(0.0, float(grade.value)))
-    return ScoreResult(
-        score=value,
-        resolved=grade.resolved,
-        score_name=fn.name,
-        run=run,
-        details=grade.details,
-        tree=tree,
-        fingerprint=fingerprint,
-        cached=cached,
-        held_out=held_out,
-    )
+        return scored(run, fn, tree=tree, fingerprint=fingerprint, cached=cached, held_out=held_out)
 
 
 SnapshotSource = SnapshotStore

@@ -24,14 +24,13 @@ import networkx as nx
 
 from treesearch.agents import Agent, AgentContext, AgentResult, AgentStatus, run_agent
 from treesearch.errors import SearchError
-from treesearch.scoring import order as scoring_order
-from treesearch.scoring.results import RunStatus, ScoreResult
+from treesearch.scoring.results import RunStatus, ScoreResult, from_summary, summary_marks
 from treesearch.search import graph as G
 from treesearch.search.batch import dispatched
 from treesearch.search.budget import Budget, Usage, exhausted, remaining
 from treesearch.search.events import apply_completed, apply_event, replay
-from treesearch.search.parallel import Outcome, Task, WorkerPool, run_window
 from treesearch.search.policies import Choice, Policy
+from treesearch.search.work import Outcome, Pool, Task
 from treesearch.session import TransactionalSession
 from treesearch.types import Diff, RunSink, Snapshot, SnapshotStore, StateScorer, TreeHash
 
@@ -123,7 +122,7 @@ class Controller:
         on_progress: Callable[[dict[str, Any]], None] | None = None,
         max_consecutive_errors: int | None = 3,
         isolation: Any = None,
-        pool: WorkerPool | None = None,
+        pool: Pool | None = None,
         judge: StateJudge | None = None,
     ) -> None:
         self.store = store
@@ -303,7 +302,7 @@ class Controller:
                     reason = stop
                     break
                 if self.pool is not None:
-                    reason = run_window(self, self.pool)
+                    reason = self.pool.run_window(self)
                     break
                 k = self.usage.expansions
                 rng = random.Random(f"{self.seed}:{k}")
@@ -360,7 +359,7 @@ class Controller:
         runs0, hits0 = self.scorer.test_runs, self.scorer.cache_hits
         known = self.scores.get(node)
         if known is None or known.partial is None:  # after a resume: from its test summary
-            known = scoring_order.from_summary(node, g.nodes[node].get("tests"))
+            known = from_summary(node, g.nodes[node].get("tests"))
         if self.time_left() == 0:
             raise _OutOfTime
         t0 = time.perf_counter()
@@ -511,7 +510,7 @@ class Controller:
         key = f"{self.seed}:{k}:{choice.node}:{name}:{choice.attempt}"
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
-    def apply_outcome(self, pool: WorkerPool, task: Task, out: Outcome) -> dict[str, Any]:
+    def apply_outcome(self, pool: Pool, task: Task, out: Outcome) -> dict[str, Any]:
         """Record what a worker did for ``task`` (``search.parallel``); returns the event."""
         if out.error is not None:
             raise SearchError(f"expansion {task.k} failed in a search worker: {out.error}")
@@ -722,7 +721,7 @@ class Controller:
         failing-first screen needs of it)."""
         found = self.scores.get(parent)
         if found is None and self.graph is not None and parent in self.graph:
-            found = scoring_order.from_summary(parent, self.graph.nodes[parent].get("tests"))
+            found = from_summary(parent, self.graph.nodes[parent].get("tests"))
         return found
 
     def _failing(self, node: str) -> tuple[str, ...]:
@@ -871,7 +870,7 @@ def _summary(result: ScoreResult) -> dict[str, Any]:
     if repro:
         out["reproduction"] = {"passed": repro["passed"], "counted": repro["counted"]}
         out["summary"] += f"; reproduction tests: {repro['passed']}/{repro['counted']} pass"
-    marks = scoring_order.summary_marks(result)  # a failing-first screen: what is known
+    marks = summary_marks(result)  # a failing-first screen: what is known
     if marks:
         out.update(marks)
         out["summary"] = f"{out['summary']}; partial: {marks['not_run']} not run"

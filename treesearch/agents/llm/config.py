@@ -8,16 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from treesearch.agents.configs import LLMAgentConfig
 from treesearch.agents.llm.prompts import Prompts
 
-__all__ = ["FIELDS", "LLMConfig"]
-
-FIELDS: dict[str, str] = {
-    name: str(field.description)
-    for name, field in LLMAgentConfig.model_fields.items()
-    if name != "kind"
-}
+__all__ = ["LLMConfig"]
 
 
 @dataclass(frozen=True)

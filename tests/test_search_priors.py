@@ -125,17 +125,23 @@ def test_screening_expands_what_a_search_running_every_test_expands(
     tmp_path: Path, case: str, priors: int | None
 ) -> None:
     """Partial nodes ranked by their bound and completed when chosen: best_first with screening
-    chooses the same (node, attempt) sequence as with ``order: all``, as far as the budget
-    lets both go (a screen's cost per candidate differs: one run, or two when it passes)."""
-    seqs = []
+    chooses the same (node, attempt) sequence as with ``order: all`` and reaches the fix at the
+    same expansion. A candidate costs one test run in both (a screen that passes goes on to the
+    rest of the suite in the same run); screening spends one more for each partial node a
+    policy chose to build on (its ``completed`` run). With or without priors, the two searches
+    are the same search."""
+    seqs, runs, completed, best = [], [], [], []
     for order in ("auto", "all"):
         cfg = repair_config(tmp_path / order, case, **({"priors": priors} if priors else {}))
         cfg["scoring"]["order"] = order
         out = run_from_config(cfg, base_dir=tmp_path)
         log = events(out)
+        best.append(out.best_score)
         seqs.append([(e["parent"], e["attempt"]) for e in log if e["event"] == "expansion"])
-    n = min(map(len, seqs))
-    assert n >= 5 and seqs[0][:n] == seqs[1][:n]
+        runs.append(out.usage.test_runs)
+        completed.append(sum(1 for e in log if e["event"] == "completed"))
+    assert len(seqs[0]) >= 5 and seqs[0] == seqs[1] and best[0] == best[1]
+    assert completed[1] == 0 and runs[0] == runs[1] + completed[0]
 
 
 @pytest.mark.parametrize(

@@ -462,6 +462,28 @@ def search_config(tmp_path: Path, ws: Path, log: Path, **search: Any) -> dict[st
     }
 
 
+@pytest.mark.parametrize(
+    ("policy", "screened"),
+    [("best_first", True), ("puct", True), ("mcts", False), ("random", False)],
+)
+def test_auto_screens_a_repair_search_under_the_policies_that_seldom_build_on_partial_nodes(
+    tmp_path: Path, policy: str, screened: bool
+) -> None:
+    """MCTS and random build on screened-out candidates often, each time after a completing run
+    that ``order: all`` does not make: auto runs every test for them."""
+    log = tmp_path / "order.log"
+    ws = make_suite(tmp_path, a=1, c=0, d=0)  # the root fails test_c and test_d
+    cfg = search_config(tmp_path, ws, log, budget={"expansions": 1}, policy=policy)
+    cfg["scoring"]["order"] = "auto"
+    out = run_from_config(cfg, base_dir=tmp_path)
+    runs = "\n".join(logged(log)).split("session\n")[1:]
+    assert runs[0].split() == ["test_a", "test_b", "test_c", "test_d"]  # the root
+    child = ["test_c", "test_d", "test_a", "test_b"] if screened else runs[0].split()
+    assert runs[1].split() == child  # the parent's failing tests first, or the suite's order
+    marks = out.summary["scoring_order"]
+    assert marks["repair_search"] is True and marks["screened"] is screened
+
+
 def test_search_marks_partial_nodes_counts_each_run_and_ends_on_a_full_node(
     tmp_path: Path,
 ) -> None:
@@ -489,6 +511,7 @@ def test_search_marks_partial_nodes_counts_each_run_and_ends_on_a_full_node(
     assert out.summary["scoring_order"] == {
         "order": "failing_first",
         "repair_search": True,
+        "screened": True,
         "partial_nodes": 1,
         "completed_nodes": 0,
     }

@@ -43,7 +43,8 @@ def test_the_recommended_repair_config_fixes_a_wrong_partial_fix_trap(
     out = run_from_config(recommended(tmp_path, case), base_dir=tmp_path)
     assert out.best_score == 1.0 and out.stop_reason == "perfect_score"
     assert out.usage.test_runs <= 30
-    assert out.summary["scoring_order"]["repair_search"] is True  # screening was on
+    assert out.summary["scoring_order"]["repair_search"] is True
+    assert out.summary["scoring_order"]["screened"] is True  # best_first: auto screens
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -70,10 +71,12 @@ def test_a_resumed_search_with_priors_and_completed_runs_builds_the_same_graph(
     tmp_path: Path,
 ) -> None:
     # MCTS on gcd walks into partial nodes (valued at their bound) and so completes them; the
-    # agent's priors are recorded whatever the policy.
+    # agent's priors are recorded whatever the policy. (auto runs every test under MCTS: the
+    # screens are asked for.)
     def mcts(where: Path) -> dict[str, Any]:
         cfg = repair_config(where, "gcd")
         cfg["search"]["policy"] = "mcts"
+        cfg["scoring"]["order"] = "progress_first"
         return cfg
 
     ref = run_from_config(mcts(tmp_path / "ref"), base_dir=tmp_path)
@@ -96,6 +99,7 @@ def test_a_resumed_search_with_priors_and_completed_runs_builds_the_same_graph(
 def test_a_parallel_search_completes_partial_nodes_in_its_own_workspace(tmp_path: Path) -> None:
     cfg = repair_config(tmp_path, "gcd")
     cfg["search"]["policy"] = "mcts"
+    cfg["scoring"]["order"] = "progress_first"  # auto runs every test under MCTS
     cfg["search"]["workers"] = 2
     out = run_from_config(cfg, base_dir=tmp_path)
     log = events(out)

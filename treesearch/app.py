@@ -49,7 +49,7 @@ from treesearch.search.budget import Budget, Usage, explain_stop
 from treesearch.search.controller import Controller, SearchResult, Strategy, one_line
 from treesearch.search.events import replay
 from treesearch.search.parallel import WorkerPool, WorkerSpec
-from treesearch.search.policies import make_policy
+from treesearch.search.policies import SCREENED_BY_DEFAULT, make_policy
 from treesearch.search.reproduce import (
     REPRODUCE_TASK,
     read_record,
@@ -435,9 +435,11 @@ def _search_scored(
         if pool is not None:
             pool.close(kill=True)
         raise
-    # scoring.order auto: failing-first screens in a repair search (its root fails tests).
+    # scoring.order auto: failing-first screens in a repair search (its root fails tests) whose
+    # policy seldom builds on a screened-out candidate (policies.SCREENED_BY_DEFAULT).
     g = controller.graph
-    scorer.repair = g is not None and is_repair(g.nodes[G.root_of(g)].get("tests"))
+    repair = g is not None and is_repair(g.nodes[G.root_of(g)].get("tests"))
+    scorer.repair = repair and cfg.search.policy in SCREENED_BY_DEFAULT
     done = controller.usage.expansions
     try:
         result = controller.run()
@@ -585,7 +587,9 @@ def _finish(
         "agent_errors": agent_errors(g),
         "scoring_order": {  # failing tests first: what was in force, and how many nodes it left
             "order": cfg.scoring.order,
-            "repair_search": bool(scorer.repair),
+            "repair_search": is_repair(g.nodes[root].get("tests")),
+            "screened": cfg.scoring.order in ("failing_first", "progress_first")
+            or bool(scorer.repair and cfg.scoring.order == "auto"),
             "partial_nodes": sum(1 for _, d in g.nodes(data=True) if d.get("partial")),
             # partial nodes a policy chose, whose whole suite then ran (``completed`` events)
             "completed_nodes": sum(1 for e in run.events().events if e["event"] == "completed"),

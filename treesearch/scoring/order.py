@@ -18,10 +18,11 @@
   of them is fully run, and a policy can climb through it to a fix that needs several edits
   (``failing_first`` hides it).
 * ``all``: every run is a full run (as before this option existed).
-* ``auto`` (the default): ``progress_first`` in a *repair search*, ``all`` otherwise. A repair
-  search is one whose root state's search-test run finished with per-test results (status
-  ``ok``) and has at least one failing (failed or errored) test; the app tells the scorer
-  (``Scorer.repair``) once the root is scored or replayed.
+* ``auto`` (the default): ``progress_first`` in a *repair search* under a policy that seldom
+  builds on a screened-out candidate, ``all`` otherwise. A repair search is one whose root
+  state's search-test run finished with per-test results (status ``ok``) and has at least one
+  failing (failed or errored) test; the app tells the scorer (``Scorer.repair``) once the root
+  is scored or replayed, and the policy (``search.policies.SCREENED_BY_DEFAULT``).
 
 Screens need pytest (the runner orders and stops tests with a small plugin, ``pytest_order``): with
 another runner, or an interpreter that ignores ``PYTHONPATH`` (``-I``), ``auto`` runs every

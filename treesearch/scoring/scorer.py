@@ -104,9 +104,9 @@ class Scorer:
         """``scoring.per_test_timeout``: per-test limits of search runs."""
         O.check_supported(search_spec, self.order, self.per_test_timeout, "scoring")
         self.repair: bool | None = None
-        """Whether the search is a repair search (its root fails tests): with ``order: auto``
-        children are screened (``progress_first``) only when True (the app sets it from the
-        root)."""
+        """Whether ``order: auto`` screens children (``progress_first``): True in a repair search
+        (its root fails tests) whose policy seldom builds on a screened-out candidate; the app
+        sets it from the root and the policy (``policies.SCREENED_BY_DEFAULT``)."""
 
     def close(self) -> None:
         """End the warm runner's servers (a new run starts them again)."""

@@ -78,8 +78,9 @@ def test_compare_runs_matrix_writes_json_csv_and_table(tmp_path: Path) -> None:
     )
     assert fixer["resolved_ci"] == [1.0, 1.0]
     assert (breaker["resolved"], breaker["plausible"]) == (0, 0)
-    # The root's run, then the fix's failing-first screen and its full run (a repair search).
-    assert fixer["mean_test_runs_to_first_plausible"] == 3.0
+    # The root's run, then the fix's run: its failing-first screen passes and the rest of the
+    # suite runs in the same pytest run (a repair search).
+    assert fixer["mean_test_runs_to_first_plausible"] == 2.0
     (pair,) = data["pairs"]
     assert (pair["a"], pair["b"], pair["wins"], pair["losses"], pair["ties"]) == (
         "fixer",
@@ -89,7 +90,7 @@ def test_compare_runs_matrix_writes_json_csv_and_table(tmp_path: Path) -> None:
         0,
     )
     assert pair["p_value"] == 0.5
-    assert data["curves"]["test_runs"]["fixer"] == [[0, 0.0], [3, 1.0]]
+    assert data["curves"]["test_runs"]["fixer"] == [[0, 0.0], [2, 1.0], [3, 1.0]]
     assert data["curves"]["test_runs"]["breaker"][-1][1] == 0.0
     assert len(data["outcomes"]) == 4
     for o in data["outcomes"]:

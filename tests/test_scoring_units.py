@@ -38,12 +38,19 @@ def run_of(
 
 
 def test_all_lists_exactly_the_public_names() -> None:
+    # The package loads a name's module at its first use (PEP 562): ``dir()`` lists every name,
+    # and each resolves.
+    helpers = {"annotations", "Any", "TYPE_CHECKING"}
     public = {
         name
-        for name, value in vars(scoring).items()
-        if not name.startswith("_") and not isinstance(value, type(os)) and name != "annotations"
+        for name in dir(scoring)
+        if not name.startswith("_")
+        and name not in helpers
+        and not isinstance(getattr(scoring, name), type(os))
     }
     assert set(scoring.__all__) == public
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        scoring.Nope  # noqa: B018
 
 
 # --- TestSpec ---------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from treesearch.runs.resolved import check_runs_dir, check_workspace, resolved_c
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.heldout import check_grade_files, grade_in_copy
 from treesearch.scoring.order import is_repair
+from treesearch.scoring.ordered import screens
 from treesearch.scoring.runner import warm_clone, warm_up
 from treesearch.scoring.warm import WarmClone
 from treesearch.search import graph as G
@@ -588,8 +589,7 @@ def _finish(
         "scoring_order": {  # failing tests first: what was in force, and how many nodes it left
             "order": cfg.scoring.order,
             "repair_search": is_repair(g.nodes[root].get("tests")),
-            "screened": cfg.scoring.order in ("failing_first", "progress_first")
-            or bool(scorer.repair and cfg.scoring.order == "auto"),
+            "screened": screens(scorer),
             "partial_nodes": sum(1 for _, d in g.nodes(data=True) if d.get("partial")),
             # partial nodes a policy chose, whose whole suite then ran (``completed`` events)
             "completed_nodes": sum(1 for e in run.events().events if e["event"] == "completed"),

@@ -122,16 +122,20 @@ def main() -> int:
     setup = ROOT / "experiments" / "swebench" / "setup-dev.yaml"
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 
-    results: dict[str, Any] = {}
-    with FakeLLMServer(model) as server:
-        out = run_eval(
-            config(work, server.base_url, False),
+    def evaluate(base_url: str, replay: bool, out: str, mode: str = "search") -> Any:
+        return run_eval(
+            config(work, base_url, replay),
             instances,
             repos=repos,
-            out=work / "ev",
+            out=work / out,
             workers=1,
             setup=setup,
+            mode=mode,
         )
+
+    results: dict[str, Any] = {}
+    with FakeLLMServer(model) as server:
+        out = evaluate(server.base_url, False, "ev")
         url = server.base_url
     row = out.rows[0]
     results["recorded"] = {
@@ -142,14 +146,7 @@ def main() -> int:
         print(json.dumps(results, indent=2))
         print("FAILED: the recorded eval is an error row")
         return 1
-    replayed = run_eval(  # the server is down now
-        config(work, url, True),
-        instances,
-        repos=repos,
-        out=work / "ev-replay",
-        workers=1,
-        setup=setup,
-    )
+    replayed = evaluate(url, True, "ev-replay")  # the server is down now
     again = replayed.rows[0]
     graphs = [
         G.to_json(G.from_json((d / "instances" / ROW / "graph.json").read_text()), stable=True)
@@ -157,15 +154,8 @@ def main() -> int:
     ]
     results["replayed"] = {k: again.get(k) for k in ("status", "no_signal", "test_runs", "tokens")}
     results["same_graph"] = graphs[0] == graphs[1]
-    gold = run_eval(  # eval --gold with the same config: the reproduction step alone, replayed
-        config(work, url, True),
-        instances,
-        repos=repos,
-        out=work / "ev-gold",
-        workers=1,
-        setup=setup,
-        mode="gold",
-    )
+    # eval --gold with the same config: the reproduction step alone, replayed
+    gold = evaluate(url, True, "ev-gold", mode="gold")
     graded = gold.rows[0]
     results["gold"] = {
         "status": graded.get("status"),

@@ -406,6 +406,7 @@ def _gold_reproduction(
     test_env: dict[str, str],
     row: dict[str, Any],
     out: Path,
+    name: str,
 ) -> None:
     """``eval --gold`` with a config that sets ``search.reproduce``: the reproduction step alone
     (a search of no expansion) on the base commit, its kept tests run with the gold patch.
@@ -413,7 +414,6 @@ def _gold_reproduction(
     record goes into the instance's folder (``reproduce/``)."""
     from treesearch.app import run_from_config
 
-    name = (inst.repo or inst.instance_id).rsplit("/", 1)[-1] or "workspace"
     workspace = scratch / "work" / name
     try:
         _base_tree(inst, s, workspace, row)
@@ -563,7 +563,7 @@ def _grade_only(
     row["patch_applied"] = True
     test_env = _test_env(env, spec)
     if s.mode == "gold" and ((s.config or {}).get("search") or {}).get("reproduce"):
-        _gold_reproduction(inst, s, scratch, test_env, row, out)
+        _gold_reproduction(inst, s, scratch, test_env, row, out, name)
         lap("reproduce")
     grade_tree(
         inst,

@@ -56,10 +56,17 @@ if TYPE_CHECKING:
 _WHERE = {
     **dict.fromkeys(("CacheEntry", "ScoreCache"), "cache"),
     **dict.fromkeys(
-        ("SCORES", "PassFraction", "Resolved", "ScoreFunction", "SweBench", "make_score"),
+        (
+            "SCORES",
+            "PassFraction",
+            "Resolved",
+            "ScoreFunction",
+            "SweBench",
+            "make_score",
+            "score_names",
+        ),
         "grading",
     ),
-    "score_names": "grading",
     **dict.fromkeys(
         ("Grade", "Outcome", "Partial", "RunStatus", "ScoreResult", "TestCase", "TestRun"),
         "results",

@@ -190,18 +190,18 @@ class OrderReport:
     """Tests cut by their per-test limit."""
     aborted: str
     """A test that swallowed its timeout, after which pytest was stopped."""
-    stopped: str = ""
-    """Why the screen stopped the session ('' when it did not)."""
+    stopped: bool = False
+    """The screen stopped the session (the tests after it did not run)."""
 
 
 def _read_report(path: Path) -> OrderReport | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         screen = data.get("screen")
-        selected, deselected, stopped = None, 0, ""
+        selected, deselected, stopped = None, 0, False
         if isinstance(screen, dict):
             selected = int(screen["screened"])
-            stopped = str(screen.get("stopped") or "")
+            stopped = bool(screen.get("stopped"))
             ran = int(data.get("ran") or 0)
             deselected = max(int(screen["collected"]) - max(ran, selected), 0)
         return OrderReport(
@@ -277,30 +277,27 @@ def make_partial(
     run: TestRun,
     report: OrderReport | None,
     parent: ScoreResult | None,
-    *,
-    reason: str = "",
 ) -> Partial:
-    """The partial mark of a screened state."""
+    """The partial mark of a screened state, with why the screen did not pass."""
     selected = report.selected if report is not None and report.selected is not None else 0
     deselected = report.deselected if report is not None else 0
     not_run = deselected + max(selected - len(run.tests), 0)
-    if not reason:
-        first = run.failing[0].id if run.failing else ""
-        if run.status is not RunStatus.OK:
-            reason = f"the screen run ended {run.status.value}" + (
-                f": {run.problem}" if run.problem else ""
-            )
-        elif (
-            first
-            and report is not None
-            and report.ran >= (report.selected or 0) > 1
-            and not any(t.outcome.is_pass for t in run.tests)
-        ):
-            reason = f"none of the {report.selected} tests that failed in the parent passes now"
-        elif first:
-            reason = f"{first} failed in the parent and still fails"
-        else:
-            reason = "the screen did not pass"
+    first = run.failing[0].id if run.failing else ""
+    if run.status is not RunStatus.OK:
+        reason = f"the screen run ended {run.status.value}" + (
+            f": {run.problem}" if run.problem else ""
+        )
+    elif (
+        first
+        and report is not None
+        and report.ran >= (report.selected or 0) > 1
+        and not any(t.outcome.is_pass for t in run.tests)
+    ):
+        reason = f"none of the {report.selected} tests that failed in the parent passes now"
+    elif first:
+        reason = f"{first} failed in the parent and still fails"
+    else:
+        reason = "the screen did not pass"
     return Partial(not_run=not_run, reason=reason[:500], durations=durations(parent))
 
 

@@ -20,14 +20,19 @@ if TYPE_CHECKING:
     from treesearch.scoring.scorer import Scorer
 
 
+def screens(scorer: Scorer) -> bool:
+    """Whether the scorer screens the children of a state with failing tests: ``order``
+    ``failing_first``/``progress_first``, or ``auto`` where the app said so (``repair``), and a
+    test command that can load the plugin."""
+    wanted = scorer.order in ("failing_first", "progress_first") or (
+        scorer.order == "auto" and bool(scorer.repair)
+    )
+    return wanted and O.supports(scorer.search_spec)
+
+
 def screen_for(scorer: Scorer, parent: TestRun | None) -> tuple[str, ...]:
     """The tests a child of ``parent`` screens on (none: no screen)."""
-    screening = scorer.order in ("failing_first", "progress_first") or (
-        scorer.order == "auto" and scorer.repair
-    )
-    if not screening or not O.supports(scorer.search_spec):
-        return ()
-    return O.screen_ids(parent)
+    return O.screen_ids(parent) if screens(scorer) else ()
 
 
 def limits_for(

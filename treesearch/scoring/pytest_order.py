@@ -11,7 +11,7 @@ path of a JSON file with an object with any of:
   at least one fails; otherwise the rest run after them, in the order pytest collected them.
   The command's own paths and options still decide what is collected (``pytest -q tests`` is
   screened as well as a bare ``pytest``). The report says how many tests were collected and
-  screened, and why the screen stopped the session (empty: it did not).
+  screened, and whether the screen stopped the session.
 * ``timeouts``: ``{"default": seconds or null, "tests": {id: seconds}}``: a per-test limit on
   the test's call phase (setup and teardown stay under the whole run's timeout: a session
   fixture is paid by whichever test comes first, which is not the test it was measured on).
@@ -124,7 +124,7 @@ def pytest_collection_modifyitems(session: Any, config: Any, items: list) -> Non
     _session.append(session)
     _screen["ids"] = {item.nodeid for item in keep}
     _screen["left"] = len(keep)
-    _state["screen"] = {"screened": len(keep), "collected": len(items), "stopped": ""}
+    _state["screen"] = {"screened": len(keep), "collected": len(items), "stopped": False}
     _state["missing"] = sorted(wanted - seen)[:50]
 
 
@@ -145,16 +145,13 @@ def _stop_after_screen(nodeid: str) -> None:
     outcome = _screen["outcome"].get(nodeid, "skipped")
     _screen[outcome] = _screen.get(outcome, 0) + 1
     _screen["left"] -= 1
-    why = ""
-    if outcome == "failed" and not _cfg.get("progress"):
-        why = f"{nodeid} failed in the parent and still fails"
-    elif (
-        _cfg.get("progress") and not _screen["left"] and _screen["failed"] and not _screen["passed"]
+    progress = _cfg.get("progress")
+    if (outcome == "failed" and not progress) or (
+        progress and not _screen["left"] and _screen["failed"] and not _screen["passed"]
     ):
-        why = f"none of the {len(_screen['ids'])} tests that failed in the parent passes now"
-    if why and _session:
-        _state["screen"]["stopped"] = why
-        _session[0].shouldfail = "treesearch screen: " + why
+        _state["screen"]["stopped"] = True
+        if _session:
+            _session[0].shouldfail = "treesearch screen: the parent's failing tests still fail"
 
 
 def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:

@@ -76,8 +76,6 @@ __all__ = [
     "FORK",
     "WARM_COPIES",
     "WINDOW",
-    "Outcome",
-    "Task",
     "WorkerPool",
     "WorkerSpec",
     "quick_exit",

@@ -44,7 +44,8 @@ class Task:
     """The graph's nodes when the expansion was chosen: a state among them is not scored."""
     parent_score: ScoreResult | None = None
     repair: bool | None = None
-    """Whether the search is a repair search (``Scorer.repair``: failing-first screens)."""
+    """Whether ``order: auto`` screens (``Scorer.repair``: a repair search under a policy that
+    screens by default)."""
     warm_checked: bool = False
     """The search's warm test runner checked its first run against a cold one and they agreed
     (``WarmRunner.checked``): the worker's runner takes that check instead of making its own,

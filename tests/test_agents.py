@@ -24,11 +24,10 @@ from treesearch.agents import (
     register_agent,
     run_agent,
 )
-from treesearch.agents.patch import PatchError, apply_patch, parse_patch
 from treesearch.agents.scripted import ScriptedAgent
 from treesearch.errors import AgentError
 from treesearch.session import TransactionalSession
-from treesearch.store import ShadowStore
+from treesearch.store import PatchError, ShadowStore
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 
@@ -322,8 +321,8 @@ def test_patch_agent_with_a_hunk_that_does_not_apply_fails_and_changes_nothing(
     result = run_agent(build_agent({"kind": "patch", "patches": [patch]}), ctx_for(session))
     assert result.status is AgentStatus.FAILED
     reason = result.reason or ""
-    assert "calc.py: context does not match at line 1" in reason
-    assert "-    return a / b" in reason and "@@ -1,2 +1,2 @@" in reason
+    assert "patch failed: calc.py:1" in reason  # git's own words, with the text it looked for
+    assert "    return a / b" in reason
     assert "no file was changed" in reason
     assert tree_digest(workspace) == before  # the first file, which would apply, is untouched
     assert_consistent(session, workspace)
@@ -344,25 +343,39 @@ def test_patch_agent_applies_a_hunk_moved_by_an_offset(
     assert "offsets [2]" in result.transcript[0]["observation"]
 
 
-def test_patch_paths_outside_the_workspace_are_rejected(workspace: Path, tmp_path: Path) -> None:
+def test_patch_paths_outside_the_workspace_or_into_git_or_through_a_symlink_are_refused(
+    store: ShadowStore, workspace: Path, tmp_path: Path
+) -> None:
     (tmp_path / "victim.txt").write_text("a\n")
-    patch = "--- a/../victim.txt\n+++ b/../victim.txt\n@@ -1 +1 @@\n-a\n+b\n"
-    with pytest.raises(PatchError, match="path refused"):
-        apply_patch(workspace, patch)
-    creates = "--- /dev/null\n+++ b/.git/hooks/x\n@@ -0,0 +1 @@\n+evil\n"
-    with pytest.raises(PatchError, match="path refused"):
-        apply_patch(workspace, creates)
+    (tmp_path / "outside").mkdir()
+    (workspace / "link").symlink_to(tmp_path / "outside", target_is_directory=True)
+    before = tree_digest(workspace)
+    refused = {
+        "--- a/../victim.txt\n+++ b/../victim.txt\n@@ -1 +1 @@\n-a\n+b\n": "invalid path",
+        "--- /dev/null\n+++ b/.git/hooks/x\n@@ -0,0 +1 @@\n+evil\n": "invalid path",
+        "--- /dev/null\n+++ b/link/x\n@@ -0,0 +1 @@\n+evil\n": "beyond a symbolic link",
+    }
+    for patch, said in refused.items():
+        with pytest.raises(PatchError, match=said):
+            store.apply_patch(patch)
     assert (tmp_path / "victim.txt").read_text() == "a\n"
-    assert not (workspace / ".git").exists()
+    assert list((tmp_path / "outside").iterdir()) == []
+    assert not (workspace / ".git").exists() and tree_digest(workspace) == before
 
 
-def test_parse_patch_reads_no_newline_markers_and_rejects_truncated_hunks() -> None:
-    files = parse_patch("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n\\ No newline at end of file\n+new\n")
-    assert files[0].hunks[0].old_lines == ["old"] and files[0].hunks[0].new_lines == ["new\n"]
-    with pytest.raises(PatchError, match="cut short"):
-        parse_patch("--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n-b\n")
-    with pytest.raises(PatchError, match="no unified diff"):
-        parse_patch("just some text\n")
+def test_a_malformed_patch_is_refused_with_git_s_reason_and_writes_nothing(
+    store: ShadowStore, workspace: Path
+) -> None:
+    before = tree_digest(workspace)
+    good = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n-def add(a, b):\n+def add(b, a):\n     return a - b\n"
+    cut = "--- a/pkg/data.txt\n+++ b/pkg/data.txt\n@@ -1,3 +1,3 @@\n one\n-two\n"
+    with pytest.raises(PatchError, match="corrupt patch at line 12"):
+        store.apply_patch(good + cut)
+    with pytest.raises(PatchError, match="No valid patches"):
+        store.apply_patch("just some text\n")
+    assert tree_digest(workspace) == before
+    applied = store.apply_patch(good)
+    assert applied.modified == ("calc.py",) and applied.hunks == 1
 
 
 # --- command --------------------------------------------------------------------------------------
@@ -651,3 +664,21 @@ def test_run_agent_refuses_a_result_that_is_not_an_agent_result(
 ) -> None:
     result = run_agent(LazyAgent(), ctx_for(session))
     assert result.status is AgentStatus.FAILED and "returned str" in (result.reason or "")
+
+
+def test_apply_patch_names_the_files_of_a_rename_and_unusual_names_as_they_are(
+    store: ShadowStore, workspace: Path
+) -> None:
+    (workspace / 'é q"t.txt').write_text("one\n")
+    (workspace / "a b.txt").write_text("two\n")
+    patch = (
+        'diff --git "a/\\303\\251 q\\"t.txt" "b/\\303\\251 q\\"t.txt"\n'
+        '--- "a/\\303\\251 q\\"t.txt"\n+++ "b/\\303\\251 q\\"t.txt"\n@@ -1 +1 @@\n-one\n+ONE\n'
+        "diff --git a/a b.txt b/ü/c.txt\nsimilarity index 100%\n"
+        "rename from a b.txt\nrename to ü/c.txt\n"
+    )
+    result = store.apply_patch(patch)
+    assert result.modified == ('é q"t.txt',)
+    assert result.deleted == ("a b.txt",) and result.added == ("ü/c.txt",)
+    assert (workspace / 'é q"t.txt').read_text() == "ONE\n"
+    assert (workspace / "ü" / "c.txt").read_text() == "two\n"

@@ -14,7 +14,7 @@ from treesearch.errors import MaterializeError, RefError
 from treesearch.runs import RunDir
 from treesearch.scoring import Scorer
 from treesearch.scoring.spec import TestSpec
-from treesearch.store import ShadowStore
+from treesearch.store import PatchError, ShadowStore
 from treesearch.testing import FunctionScorer, MemorySink, MemoryStore, read_files
 from treesearch.types import RunSink, SnapshotStore, StateScorer
 
@@ -45,6 +45,24 @@ def test_memory_store_tree_hash_is_the_shadow_stores_git_tree_hash(tmp_path: Pat
     shadow = ShadowStore.open(store.workspace, home=tmp_path / "home")
     try:
         assert store.capture().tree == shadow.capture().tree
+    finally:
+        shadow.close()
+
+
+def test_memory_store_applies_a_patch_as_the_shadow_store_does(tmp_path: Path) -> None:
+    store = make(tmp_path)
+    shadow_ws = tmp_path / "shadow-ws"
+    shadow_ws.mkdir()
+    shadow = ShadowStore.open(tricky(shadow_ws), home=tmp_path / "home")
+    patch = (
+        "--- a/a/b/x.txt\n+++ b/a/b/x.txt\n@@ -1 +1 @@\n-hi\n+ho\n"
+        "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+n\n"
+    )
+    try:
+        assert store.apply_patch(patch) == shadow.apply_patch(patch)
+        assert store.capture().tree == shadow.capture().tree
+        with pytest.raises(PatchError, match="patch failed: a/b/x.txt:1"):
+            store.apply_patch(patch)
     finally:
         shadow.close()
 

@@ -46,11 +46,13 @@ from treesearch.errors import (
     RestoreError,
 )
 from treesearch.scoring.results import Outcome, RunStatus, ScoreResult, TestCase, TestRun
+from treesearch.store.source import apply_patch
 from treesearch.types import (
     CaptureStats,
     CommitId,
     Diff,
     FileChange,
+    PatchResult,
     RestoreResult,
     Skipped,
     Snapshot,
@@ -340,6 +342,11 @@ class MemoryStore:
         except OSError as exc:
             raise MaterializeError(f"cannot materialize into {target}: {exc}") from exc
         return snap
+
+    def apply_patch(self, patch: str, *, strip: int = 1) -> PatchResult:
+        """Apply a unified diff to the workspace with ``git apply`` (through ``treesearch.store``,
+        the only code that runs git), all or nothing."""
+        return apply_patch(self.workspace, patch, strip=strip)
 
     def _write(
         self,

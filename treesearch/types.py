@@ -152,6 +152,31 @@ class RestoreResult:
 
 
 @dataclass(frozen=True)
+class PatchResult:
+    """What applying a patch did."""
+
+    added: tuple[str, ...] = ()
+    """Files created (a renamed file under its new name)."""
+    modified: tuple[str, ...] = ()
+    """Files whose content or exec bit changed in place."""
+    deleted: tuple[str, ...] = ()
+    """Files removed (a renamed file under its old name)."""
+    hunks: int = 0
+    """Hunks applied."""
+    offsets: dict[str, list[int]] = field(default_factory=dict)
+    """Per file, the line offset of each hunk that did not apply at its stated line."""
+
+    def summary(self) -> str:
+        """One line per file, ``A``/``M``/``D`` first, then the offsets used if any."""
+        lines = [f"A {p}" for p in self.added]
+        lines += [f"M {p}" for p in self.modified]
+        lines += [f"D {p}" for p in self.deleted]
+        lines += [f"  {p}: hunks applied at offsets {o}" for p, o in self.offsets.items()]
+        lines.append(f"{self.hunks} hunk(s) applied")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
 class FileChange:
     """One path's change between two states."""
 
@@ -291,6 +316,10 @@ class SnapshotStore(Protocol):
     def materialize(self, ref: str, dest: str | os.PathLike[str]) -> Snapshot:
         """Write snapshot ``ref`` into the empty or missing folder ``dest`` (the workspace is not
         touched)."""
+        ...
+
+    def apply_patch(self, patch: str, *, strip: int = 1) -> PatchResult:
+        """Apply a unified diff to the workspace, all or nothing (nothing recorded)."""
         ...
 
 

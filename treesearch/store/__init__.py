@@ -6,6 +6,7 @@ processes from restoring the workspace during a longer sequence (a search, a ses
 ``.git`` is never written.
 """
 
+from treesearch.store._apply import PatchError
 from treesearch.store._catalogue import label_problem
 from treesearch.store._hold import HolderRecord, WorkspaceHold
 from treesearch.store._locate import find_workspace
@@ -22,6 +23,7 @@ from treesearch.store.values import (
     CaptureStats,
     Diff,
     FileChange,
+    PatchResult,
     RestoreResult,
     Skipped,
     Snapshot,
@@ -34,6 +36,8 @@ __all__ = [
     "GcResult",
     "Held",
     "HolderRecord",
+    "PatchError",
+    "PatchResult",
     "RestoreResult",
     "ShadowStore",
     "Skipped",

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from treesearch.errors import StoreError
 
@@ -91,7 +91,12 @@ class GitRunner:
         env.update(overrides)
         return env
 
-    def run(
+    def run(self, args: Sequence[str], **kw: Any) -> bytes:
+        """git's standard output; ``GitFailed`` (with its standard error) on another exit code.
+        ``kw``: those of ``call``."""
+        return self.call(args, **kw).stdout
+
+    def call(
         self,
         args: Sequence[str],
         *,
@@ -99,7 +104,8 @@ class GitRunner:
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         ok_codes: Iterable[int] = (0,),
-    ) -> bytes:
+    ) -> subprocess.CompletedProcess[bytes]:
+        """``run`` that also gives git's standard error (what ``-v`` options report)."""
         cmd = [git_executable(), *args]
         try:
             proc = subprocess.run(
@@ -118,7 +124,7 @@ class GitRunner:
             self.killed += 1
         if proc.returncode not in tuple(ok_codes):
             raise GitFailed(args, proc.returncode, proc.stderr)
-        return proc.stdout
+        return proc
 
     def popen(
         self, args: Sequence[str], *, env: Mapping[str, str] | None = None, stdin: int | None = None

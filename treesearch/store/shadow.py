@@ -45,6 +45,7 @@ from treesearch.errors import (
     WorkspaceBusy,
 )
 from treesearch.store import _init
+from treesearch.store._apply import PatchError, apply
 from treesearch.store._catalogue import (
     STORE_FORMAT,
     Catalogue,
@@ -64,7 +65,7 @@ from treesearch.store._restore import Restorer, journal_pending
 from treesearch.store._retention import GcPolicy
 from treesearch.store._scan import Scan, Scanner
 from treesearch.store._scan_edit import diff_in_process, tell_index
-from treesearch.store.values import CaptureStats, Diff, RestoreResult, Snapshot
+from treesearch.store.values import CaptureStats, Diff, PatchResult, RestoreResult, Snapshot
 
 # splitIndex.sharedIndexExpire = now: a new shared index (written when a fifth of the entries
 # changed) removes the old ones at once; only this store's git processes, under its lock, read them.
@@ -585,6 +586,20 @@ class ShadowStore:
         with self.lock(), errors(DiffError, "diff failed"):
             tree_of = self._catalogue.tree_of
             return self._diffs.many([(tree_of(a), tree_of(b)) for a, b in pairs])
+
+    # ------------------------------------------------------------------ patch
+
+    def apply_patch(self, patch: str, *, strip: int = 1) -> PatchResult:
+        """Apply the unified diff ``patch`` to the workspace with ``git apply -p<strip>``, under
+        this store's settings (no line-ending conversion, no filter: the bytes of the patch).
+
+        All or nothing: ``PatchError`` (git's message in it) when the patch is malformed or a
+        hunk does not apply, and no file is written. Paths with ``..`` or ``.git``, and paths
+        beyond a symlink, are refused; a file patched in place keeps its permission bits.
+        Nothing is recorded: a capture afterwards sees the change.
+        """
+        with self.lock(), errors(PatchError, "cannot apply the patch"):
+            return apply(self._git, self.workspace, patch, strip=strip)
 
     # ------------------------------------------------------------------ show / materialize
 

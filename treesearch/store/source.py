@@ -16,7 +16,9 @@ import tempfile
 from pathlib import Path
 
 from treesearch.errors import StoreError
+from treesearch.store._apply import PatchError, apply
 from treesearch.store._git import GitFailed, GitRunner, isolated_env
+from treesearch.types import PatchResult
 
 __all__ = [
     "PatchError",
@@ -36,15 +38,6 @@ _FIXED_DATE = "1700000000 +0000"
 
 class SourceError(StoreError):
     """A source repository or one of its commits cannot be read."""
-
-
-class PatchError(StoreError):
-    """A patch does not apply."""
-
-    def __init__(self, message: str, git_message: str = "") -> None:
-        super().__init__(message)
-        self.git_message = git_message
-        """What ``git apply`` said, as it said it."""
 
 
 def git_dir_of(repo: Path) -> Path | None:
@@ -107,26 +100,16 @@ def materialize_commit(repo: Path, commit: str, dest: Path) -> str:
     return full
 
 
-def apply_patch(folder: Path, patch: str) -> None:
-    """Apply a unified diff (``a/``/``b/`` paths, as ``git diff`` writes) to ``folder``.
+def apply_patch(folder: Path, patch: str, *, strip: int = 1) -> PatchResult:
+    """Apply a unified diff (``a/``/``b/`` paths, as ``git diff`` writes) to ``folder``, with
+    ``git apply`` run outside any repository (``GIT_CEILING_DIRECTORIES`` stops the search above
+    ``folder``).
 
-    All or nothing: a patch that does not apply leaves the folder as it was.
+    All or nothing: a patch that does not apply leaves the folder as it was (``PatchError``).
     """
-    if not patch.strip():
-        return
     env = isolated_env(GIT_CEILING_DIRECTORIES=str(folder.resolve().parent))
     runner = GitRunner(folder, folder, folder)  # paths unused: env below has no GIT_DIR
-    try:
-        runner.run(
-            ["apply", "--whitespace=nowarn", "-"],
-            input=patch.encode("utf-8", "surrogateescape"),
-            env=env,
-            cwd=folder,
-        )
-    except GitFailed as exc:
-        raise PatchError(
-            f"the patch does not apply to {folder}: {exc.stderr}", exc.stderr.strip()
-        ) from exc
+    return apply(runner, folder, patch, strip=strip, env=env)
 
 
 def commit_folder(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from treesearch import lifecycle
+from treesearch._environ import inherited
 from treesearch.errors import SandboxError
 from treesearch.isolation import Isolation
 from treesearch.types import ProcessResult
@@ -123,9 +124,7 @@ def _child_env(
 ) -> dict[str, str] | None:
     if not extra:
         return dict(env) if env is not None else None
-    base = dict(os.environ) if env is None else dict(env)  # the child inherits; no config read
-    base.update(extra)
-    return base
+    return inherited(extra) if env is None else {**env, **extra}
 
 
 def run(

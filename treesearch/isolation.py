@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from treesearch._environ import inherited
 from treesearch.errors import SandboxError
 
 __all__ = ["MODES", "Isolation", "NO_ISOLATION", "probe", "resolve"]
@@ -82,7 +83,7 @@ class Isolation:
             "--tmpfs",
             "/tmp",
         ]
-        for path in _under_tmp(os.environ if env is None else env):
+        for path in _under_tmp(inherited() if env is None else env):
             out += ["--ro-bind", path, path]
         for path in (*self.writable, ws):
             real = os.path.realpath(path)

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch import sandbox
+from treesearch._environ import inherited
 from treesearch.eval.instances import Instance
 from treesearch.eval.setup_table import SetupEntry, SetupTable
 
@@ -298,12 +299,12 @@ def _test_cmd(cmd: Any) -> str | None:
 def interpreter_vars() -> dict[str, str]:
     """Without set-up commands, ``python`` in test commands is the running interpreter (its
     folder first on ``PATH``), whatever the shell that started the batch has first."""
-    path = os.environ.get("PATH", os.defpath)
+    path = inherited().get("PATH", os.defpath)
     return {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{path}"}
 
 
 def _venv_vars(venv: Path) -> dict[str, str]:
-    path = os.environ.get("PATH", os.defpath)
+    path = inherited().get("PATH", os.defpath)
     return {"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{path}"}
 
 
@@ -351,7 +352,7 @@ class _Steps:
     def __init__(self, out: Any, cwd: Path, log: Path, timeout: float) -> None:
         self.out, self.cwd, self.log, self.timeout = out, cwd, log, timeout
         self.deadline = time.monotonic() + timeout
-        self.env = dict(os.environ)
+        self.env = inherited()
 
     def run(self, cmd: str) -> str | None:
         """Run ``cmd``; the error of the set-up when it fails, else ``None``."""

@@ -23,6 +23,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from treesearch._environ import inherited
 from treesearch.errors import ConfigError
 from treesearch.scoring._words import shell_words
 
@@ -103,7 +104,7 @@ def environment(
     memo: Memo | None = None,
 ) -> dict[str, Any]:
     """What the key is made of, as plain JSON values (see the module's docstring)."""
-    env = dict(os.environ if environ is None else environ)
+    env = inherited() if environ is None else dict(environ)
     env.update(spec_env)
     variables = {name: env.get(name) for name in ENV_VARS}
     programs: dict[str, Any] = {}

@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from treesearch import lifecycle, sandbox
+from treesearch._environ import inherited
 from treesearch.errors import SandboxError, ScoringError
 from treesearch.scoring._words import shell_words
 from treesearch.scoring.junit import (
@@ -114,7 +115,7 @@ def run_tests(
         env = {**_QUIET_ENV, **spec.env}
         probe_file = ours[1]
         if spec.is_pytest:
-            env.update(probe_env(spec.command, tmp / "plugins", probe_file, env, os.environ))
+            env.update(probe_env(spec.command, tmp / "plugins", probe_file, env, inherited()))
         with _report_slot(report_path, tmp / f"previous-{run_id}"):
             try:
                 if warm is not None:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch import lifecycle
+from treesearch._environ import inherited
 from treesearch.scoring.warm_plan import Launch, ShellEnv, plan, shell_execs
 from treesearch.scoring.warm_proc import WarmServer, WarmServerError, WarmUpError
 from treesearch.types import ProcessResult
@@ -254,7 +255,7 @@ class WarmRunner:
     ) -> tuple[Launch | str, dict[str, str]]:
         """How a warm run of ``command`` in ``cwd`` starts, with the environment it gets (for a
         shell line, the one ``/bin/sh`` gives its command); a string: why it cannot be warm."""
-        env = {**os.environ, **extra_env}
+        env = inherited(extra_env)
         launch = plan(command, env, cwd)
         if isinstance(launch, str) or not launch.shell:
             return launch, env
@@ -294,7 +295,7 @@ class WarmRunner:
         if pytest:
             launch, env = self._launch(command, cwd, extra_env)
         else:
-            launch, env = "not a pytest command", {**os.environ, **extra_env}
+            launch, env = "not a pytest command", inherited(extra_env)
         if isinstance(launch, str):
             self.note(f"warm runner not used: {launch}; the tests run cold")
             return cold_run()

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch import lifecycle
+from treesearch._environ import inherited
 from treesearch.agents import (
     AgentContext,
     AgentResult,
@@ -312,7 +313,7 @@ class _Worker:
                     # This process's environment as Python sees it: a library may have set
                     # variables in the C environment only (LINES, COLUMNS), and a worker with
                     # another environment would not share the search's warm server.
-                    env=dict(os.environ),
+                    env=inherited(),
                 )
         finally:
             theirs.close()

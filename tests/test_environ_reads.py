@@ -21,7 +21,6 @@ ALLOWED = {
     "treesearch/scoring/pytest_order.py": "a pytest plugin in the child",
     "treesearch/scoring/pytest_probe.py": "a pytest plugin in the child",
     "treesearch/scoring/_warm_server.py": "the warm server, in the tests' interpreter",
-    "treesearch/scoring/_warm_session.py": "the warm server, in the tests' interpreter",
     "treesearch/scoring/_warm_speed.py": "the warm server, in the tests' interpreter",
 }
 

@@ -273,8 +273,6 @@ def _run_request(request):
     main = types.ModuleType("__main__")
     main.__builtins__ = builtins
     sys.modules["__main__"] = main
-    if _PREMADE is not None:
-        _PREMADE.arm()
     code = _run_main(request)
     _write_modules(request.get("modules_file"))
     _exit(code)
@@ -358,9 +356,7 @@ def _write_modules(path):
             and name not in _STARTUP
             and _installed(_module_file(module), _SITE_DIRS)
         )
-        used = _PREMADE is not None and _PREMADE.used
-        seen = _PREMADE.seen if _PREMADE is not None else None
-        words = {"modules": names, "premade": used, "config_kwargs": seen}
+        words = {"modules": names}
         if _written({"modules_file": path}) != words:  # (a rewrite's truncation waits on disk)
             with open(path, "w", encoding="utf-8") as handle:
                 json.dump(words, handle)
@@ -574,16 +570,6 @@ def _learn(request, written, deny, base_path):
     return learned, threaded
 
 
-def _premade(args, written, base_path):
-    """Make pytest's configuration for the next run (``PremadeConfig.make``)."""
-    kwargs = written.get("config_kwargs")
-    config = _PREMADE.config
-    _PREMADE.make(args, kwargs if isinstance(kwargs, dict) else _PREMADE.kwargs)
-    sys.path[:] = base_path
-    if _PREMADE.config is not config:
-        _freeze()
-
-
 def _load(name, folder):
     """A helper module from its copy in ``folder`` (not in ``sys.modules``: no child sees it)."""
     spec = importlib.util.spec_from_file_location(name, os.path.join(folder, name + ".py"))
@@ -593,15 +579,14 @@ def _load(name, folder):
 
 
 def _speed(settings, folder):
-    """Install the rewrite cache, make the warm-up session (``_warm_speed``), pytest's config and
-    the memo of syntax trees (``_warm_session``) as asked; what became of each, for the client."""
+    """Install the rewrite cache and make the warm-up session (``_warm_speed``) as asked; what
+    became of each, for the client."""
     out = {}
     name = settings.get("speed_module")
     if not name:
         return out
     try:
         speed = _load(name, folder)
-        session = _load(settings["session_module"], folder)
     except BaseException as exc:  # noqa: BLE001 - the server runs as it would without it
         return {"rewrite_cache": "cannot load %s: %s" % (name, exc)}
     if settings.get("rewrite_cache"):
@@ -609,19 +594,8 @@ def _speed(settings, folder):
         out["rewrite_cache"] = "" if cache.install() else cache.why_not
     if settings.get("warm_up"):
         global _SPEED
-        memo = speed.VarnamesMemo()
-        memo.install()
         out["warm_up"], out["warmed"] = speed.warm_up(settings["warm_up"], _SITE_DIRS)
-        memo.learning = False  # the children only read what the warm-up taught it
         _SPEED = speed
-    if settings.get("tree_memo"):
-        trees = session.TreeMemo()
-        out["tree_memo"] = "" if trees.install() else trees.why_not
-    if settings.get("premade"):
-        global _PREMADE
-        _PREMADE = session.PremadeConfig(_SITE_DIRS, speed.snapshot, speed.installed)
-        _PREMADE.make(settings.get("pytest_args") or [])
-        out["premade"] = _PREMADE.why_not
     return out
 
 
@@ -637,14 +611,7 @@ def main():
     if os.environ.get("LC_CTYPE") != settings.get("lc_ctype"):
         _COERCED = os.environ.get("LC_CTYPE")
     try:
-        import pytest  # noqa: F401
-        from _pytest.config import default_plugins
-
-        for name in default_plugins:
-            try:
-                importlib.import_module("_pytest." + name)
-            except ImportError:
-                pass
+        import pytest
     except BaseException as exc:  # noqa: BLE001 - said to the client, which runs cold
         _send(sock, {"ready": False, "error": "cannot import pytest: %s" % (exc,)})
         return
@@ -655,7 +622,13 @@ def main():
     sys.path[:] = base_path
     _freeze()
     global _HELLO
-    _HELLO = {"ready": True, "base_path": base_path, "server_dir": path0, **speed}
+    _HELLO = {
+        "ready": True,
+        "base_path": base_path,
+        "server_dir": path0,
+        "pytest": str(getattr(pytest, "__version__", "")),
+        **speed,
+    }
     _send(sock, dict(_HELLO, pid=os.getpid(), threaded=threaded, **_state(_SITE_DIRS)))
     _serve(sock, settings, deny, base_path, threaded)
     _reap_clones(wait=1.0)
@@ -694,14 +667,12 @@ def _serve(sock, settings, deny, base_path, threaded=None):
             return
         if threaded:
             return  # the client starts a new server without that module
-        if _PREMADE is not None:
-            _premade(request["args"], written, base_path)
         spare = _fork_spare(sock, request.get("shell_parent")) if settings.get("spare") else None
 
 
 def _clone(sock, fds, spare, settings, deny, base_path):
     """Fork a server for another client (a parallel search's worker), whose socket is
-    ``fds[0]``: this process as it is (pytest, what the runs taught it, its configuration made),
+    ``fds[0]``: this process as it is (pytest and what the runs taught it imported),
     in a session of its own, greeting its client as a new server does; a fraction of a start.
     This server answers with its pid (-1: the fork failed)."""
     _flush()
@@ -752,7 +723,6 @@ def _reap_clones(wait=0.0):
 _SITE_DIRS = []  # type: list[str]
 _COERCED = None
 _SPEED = None  # the module ``_warm_speed`` when the server warms up
-_PREMADE = None  # its ``PremadeConfig``: pytest's configuration, made for the next run
 _SERVER_MODULES = frozenset()  # type: frozenset[str]
 _HELLO = {}  # type: dict[str, object]  # the greeting, less what is each process's own (``_clone``)
 _CLONES = []  # type: list[int]

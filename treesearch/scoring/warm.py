@@ -13,6 +13,8 @@ Used only where a run is the same as a cold one:
 
 * the command is ``python -m pytest ...`` (a string without shell features, or an argument
   vector) or a ``pytest`` script whose first line names a Python interpreter;
+* the interpreter's pytest is a version the runner is tested with (``warm_proc.PYTEST_VERSIONS``:
+  6.2 to 9.x, each run warm against cold by ``tests/test_scoring_warm_matrix.py``);
 * no module the server imported is shadowed by a file of the workspace, the node's folder or a
   ``PYTHONPATH`` entry (a workspace with its own ``json.py`` runs cold); an installed package the
   server imported for the tests is dropped from the server instead;
@@ -109,8 +111,6 @@ class WarmRunner:
         warm_up: bool = True,
         rewrite_cache: bool = True,
         spare: bool = True,
-        premade: bool = True,
-        tree_memo: bool = True,
     ) -> None:
         if mode not in WARM_MODES:
             raise ValueError(f"warm mode must be one of {', '.join(WARM_MODES)}, not {mode!r}")
@@ -124,8 +124,6 @@ class WarmRunner:
         """Test runs made warm."""
         self.cold_runs = 0
         """Test runs made cold (fallbacks and the first run's check included)."""
-        self.premade_runs = 0
-        """Warm runs that took pytest's configuration made ahead in the server."""
         self.servers_started = 0
         """Servers this runner started (each imports pytest: a fraction of a second of CPU)."""
         self.copies = 0
@@ -142,8 +140,6 @@ class WarmRunner:
         self._shell_env = ShellEnv()
         self._rewrite_cache = rewrite_cache
         self._spare = spare
-        self._premade = premade
-        self._tree_memo = tree_memo
         self._only_running = False
 
     @contextlib.contextmanager
@@ -418,8 +414,6 @@ class WarmRunner:
                     warm_up=self._warm_up,
                     rewrite_cache=self._rewrite_cache,
                     spare=self._spare,
-                    premade_args=launch.args if self._premade else None,
-                    tree_memo=self._tree_memo,
                     shell_parent=launch.shell and not shell_execs(),
                     wait=wait,
                 )
@@ -516,7 +510,6 @@ class WarmRunner:
             with open(modules_file, encoding="utf-8") as handle:
                 written = json.load(handle)
             names = written["modules"]
-            self.premade_runs += written["premade"] is True
         except (OSError, ValueError, KeyError, TypeError):
             return
         known = set(self._preload)

@@ -8,6 +8,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import select
 import selectors
 import shutil
@@ -23,11 +24,11 @@ from typing import Any
 
 from treesearch import lifecycle
 from treesearch._sandbox_run import _Capture, _GroupGone, _signal_group
-from treesearch.scoring import _warm_server, _warm_session, _warm_speed
+from treesearch.scoring import _warm_server, _warm_speed
 from treesearch.scoring.warm_plan import Launch, shell_execs
 from treesearch.types import ProcessResult
 
-__all__ = ["WarmServer", "WarmServerError", "WarmUpError"]
+__all__ = ["PYTEST_VERSIONS", "WarmServer", "WarmServerError", "WarmUpError", "untested_pytest"]
 
 _HEADER = struct.Struct(">Q")
 _START_SECONDS = 120.0  # importing pytest and the remembered packages on a loaded machine
@@ -39,7 +40,24 @@ is seen at once), so that the many small writes of an unbuffered run (``PYTHONUN
 one write per character pytest shows) are read together, not one wake-up each. Not after a read
 that filled its buffer (a run writing fast is read at once)."""
 _SPEED_MODULE = "_treesearch_warm_speed"
-_SESSION_MODULE = "_treesearch_warm_session"
+
+
+PYTEST_VERSIONS = ((6, 2), (10, 0))
+"""The pytest versions the warm runner runs, from the first up to (not with) the second: those
+``tests/test_scoring_warm_matrix.py`` runs warm against cold (6.2, 7.4, 8.x, 9.x). A server
+whose pytest is another one is not used: the tests run cold, with a note."""
+
+
+def untested_pytest(version: str) -> str:
+    """Why the warm runner does not run this pytest version ('' when it does)."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    low, high = PYTEST_VERSIONS
+    if found is not None and low <= (int(found[1]), int(found[2])) < high:
+        return ""
+    return (
+        f"pytest {version or '(version unknown)'} is not one the warm runner is tested with"
+        f" ({low[0]}.{low[1]} to {high[0] - 1}.x)"
+    )
 
 
 class WarmServerError(Exception):
@@ -106,14 +124,10 @@ class WarmServer:
         warm_up: bool = False,
         rewrite_cache: bool = False,
         spare: bool = False,
-        premade_args: Sequence[str] | None = None,
-        tree_memo: bool = False,
         shell_parent: bool = False,
         wait: bool = True,
     ) -> None:
-        """``premade_args``: make pytest's configuration ahead for runs with these arguments
-        (None: never); ``tree_memo``: keep failure reports' syntax trees; ``shell_parent``: the
-        runs are shell lines through a ``/bin/sh`` that does not exec (the spare child forks the
+        """``shell_parent``: the runs are shell lines through a ``/bin/sh`` that does not exec (the spare child forks the
         tests' process ahead); ``wait=False``: return once the process is started, and take its
         greeting (``settle``) when the server is first used."""
         self.preload = list(preload)
@@ -122,12 +136,9 @@ class WarmServer:
         if not script.exists():
             shutil.copyfile(_warm_server.__file__, script)
         speed = scratch / f"{_SPEED_MODULE}.py"
-        speedy = warm_up or rewrite_cache or premade_args is not None or tree_memo
+        speedy = warm_up or rewrite_cache
         if speedy and not speed.exists():
             shutil.copyfile(_warm_speed.__file__, speed)
-        session = scratch / f"{_SESSION_MODULE}.py"
-        if speedy and not session.exists():
-            shutil.copyfile(_warm_session.__file__, session)
         settings = scratch / f"settings-{time.monotonic_ns()}.json"
         settings.write_text(
             json.dumps(
@@ -136,14 +147,10 @@ class WarmServer:
                     "deny": sorted(self.deny),
                     "lc_ctype": env.get("LC_CTYPE"),
                     "speed_module": _SPEED_MODULE if speedy else None,
-                    "session_module": _SESSION_MODULE,
                     "warm_up": str(scratch / "warm-up") if warm_up else None,
                     "rewrite_cache": str(scratch / "rewritten") if rewrite_cache else None,
                     "spare": spare,
-                    "premade": premade_args is not None,
-                    "tree_memo": tree_memo,
                     "shell_parent": shell_parent,
-                    "pytest_args": list(premade_args) if premade_args is not None else None,
                 }
             )
         )
@@ -211,7 +218,7 @@ class WarmServer:
 
     def clone(self) -> tuple[socket.socket, int]:
         """A copy of this server for another client: forked by the server between runs, in a
-        session of its own, with everything it imported and its pytest configuration made (a
+        session of its own, with everything it imported (a
         few milliseconds, against a start's fraction of a second). Returns the client's end of
         the copy's socket and its pid, for ``adopt`` in the process that will use it; the copy
         ends when that socket does.
@@ -250,6 +257,12 @@ class WarmServer:
         if not hello.get("ready"):
             self.close()
             raise WarmServerError(str(hello.get("error") or "the warm server refused to start"))
+        self.pytest_version: str = str(hello.get("pytest") or "")
+        """``pytest.__version__`` in the server."""
+        refused = untested_pytest(self.pytest_version)
+        if refused:
+            self.close()
+            raise WarmServerError(refused)
         if hello.get("warm_up"):
             self.close()
             raise WarmUpError(f"its warm-up session could not be undone: {hello['warm_up']}")
@@ -257,12 +270,6 @@ class WarmServer:
         """Top-level names of the modules the warm-up session imported."""
         self.rewrite_cache: str = hello.get("rewrite_cache") or ""
         """Why the cache of rewritten test modules is not used ('' when it is)."""
-        self.tree_memo: str | None = hello.get("tree_memo")
-        """Why failure reports parse every source again ('' when they do not; None: not asked
-        for)."""
-        self.premade: str | None = hello.get("premade")
-        """Why pytest's configuration is not made ahead in the server ('' when it is; None:
-        not asked for)."""
         self.base_path: list[str] = list(hello["base_path"])
         self.threaded: str | None = hello.get("threaded")
         self._state(hello)

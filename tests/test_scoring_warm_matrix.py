@@ -71,6 +71,9 @@ def test_warm_runs_under_each_pytest_version_give_the_cold_result_or_run_cold_wi
             assert runner.notes == [f"warm runner off: {refused}; running the tests cold"]
         else:
             assert runner.warm_runs == runs and runner.cold_runs == 0 and not runner.notes
+            # pytest's configuration made in the server is taken (under 9.1+ from the second
+            # run: the first tells the server the keyword arguments of its call, ``prog``)
+            assert runner.premade_runs >= runs - 1, (version, runner.premade_runs, runs)
     with WarmRunner("auto") as auto:  # the first run's check, then warm runs
         first, again = (run_tests(spec(command=command), demo, warm=auto) for _ in range(2))
         assert view(first) == view(again)

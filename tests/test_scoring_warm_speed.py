@@ -1,7 +1,9 @@
 """What makes warm runs quick gives the results of cold runs (issue 15, part 2): the server's
 warm-up session leaves nothing a test can see, the cache of rewritten test modules never serves
 code of other bytes (even of the same size and time stamp), keeps pytest's warnings and steps
-aside for a patched rewriter, and the kept environment of ``/bin/sh`` is the one the shell gives.
+aside for a patched rewriter, pytest's configuration made in the server is taken only where a
+cold run would make the same one, and the kept environment of ``/bin/sh`` is the one the shell
+gives.
 
 Real servers, real pytest, real child processes; every comparison is against a real cold run of
 the same state."""
@@ -332,6 +334,156 @@ def test_spare_child_forked_between_runs_ends_with_its_killed_server(
     assert _wait_until(lambda: not server_pids(scratch))
     assert view(run_tests(s, ws, warm=runner)) == view(cold)
     assert runner.warm_runs == 2
+
+
+# --- pytest's configuration made in the server ----------------------------------------------------
+
+_CONFIG_DUMP = """
+    import json, os
+
+    def pytest_configure(config):
+        params = config.invocation_params
+        with open(os.environ["CONFIG_DUMP"], "a") as out:
+            out.write(json.dumps({
+                "dir": str(params.dir), "args": list(params.args), "plugins": params.plugins,
+                "rootpath": str(config.rootpath), "cwd": os.getcwd(),
+                "skipping": config.pluginmanager.has_plugin("skipping"),
+                "junitxml": config.pluginmanager.has_plugin("junitxml"),
+                "runxfail": hasattr(config.option, "runxfail"),
+                "registered": sorted(
+                    name for name, plugin in config.pluginmanager.list_name_plugin()
+                    if plugin is not None and name.startswith("_pytest")
+                ),
+            }) + "\\n")
+"""
+_XFAIL = """
+    import pytest
+
+    @pytest.mark.xfail(reason="known")
+    def test_known():
+        assert 0
+
+    def test_plain():
+        assert 1
+"""
+
+
+def config_dumps(path: Path) -> list[dict[str, object]]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    path.unlink()
+    for row in rows:  # the run's report lives in its own scratch folder
+        row["args"] = [_mask_run_files(str(a)) for a in row["args"]]
+    return rows
+
+
+def test_premade_config_is_taken_with_the_run_s_folder_arguments_and_plugins(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """The server makes pytest's configuration ahead; a run that takes it sees the folder and
+    arguments of its own call (not the server's), and the plugins of a cold run."""
+    ws = project(tmp_path / "ws", {"conftest.py": _CONFIG_DUMP, "sub/test_a.py": _XFAIL})
+    dumps = tmp_path / "dumps.jsonl"
+    s = spec("sub", env={**QUICK_ENV, "CONFIG_DUMP": str(dumps)})
+    for _ in range(3):
+        cold = run_tests(s, ws)
+        expected = config_dumps(dumps)
+        warm = run_tests(s, ws, warm=runner)
+        assert view(warm) == view(cold) and config_dumps(dumps) == expected
+    assert expected[0]["dir"] == str(ws) and expected[0]["skipping"]
+    assert runner.warm_runs == 3 and runner.premade_runs >= 2 and not runner.notes
+
+
+@pytest.mark.parametrize("where", ["arguments", "ini addopts", "PYTEST_ADDOPTS"])
+def test_premade_config_gives_the_cold_plugins_when_a_plugin_is_blocked(
+    tmp_path: Path, runner: WarmRunner, where: str
+) -> None:
+    """``-p no:skipping`` in the arguments changes what ``get_config`` registers: the config
+    made for other arguments must not be taken (the xfail test fails, as in a cold run). In an
+    ini file's ``addopts`` or ``PYTEST_ADDOPTS`` it is read after ``get_config``, in the child,
+    as in a cold run."""
+    files = {"conftest.py": _CONFIG_DUMP, "test_a.py": _XFAIL}
+    ws = project(tmp_path / "ws", files)
+    dumps = tmp_path / "dumps.jsonl"
+    env = {**QUICK_ENV, "CONFIG_DUMP": str(dumps)}
+    plain = spec(env=env)
+    run_tests(plain, ws, warm=runner)  # the server makes the config of these arguments
+    run_tests(plain, ws, warm=runner)
+    config_dumps(dumps)
+    taken = runner.premade_runs
+    assert taken >= 1
+    if where == "arguments":
+        blocked = spec("-p", "no:skipping", env=env)
+    elif where == "ini addopts":
+        (ws / "pytest.ini").write_text("[pytest]\naddopts = -p no:skipping\n")
+        blocked = plain
+    else:
+        blocked = spec(env={**env, "PYTEST_ADDOPTS": "-p no:skipping"})
+    for _ in range(3):
+        cold = run_tests(blocked, ws)
+        expected = config_dumps(dumps)
+        warm = run_tests(blocked, ws, warm=runner)
+        assert view(warm) == view(cold) and config_dumps(dumps) == expected
+    assert outcomes(cold) == {"test_known": "failed", "test_plain": "passed"}
+    assert not expected[0]["skipping"] and expected[0]["junitxml"]
+    assert expected[0]["runxfail"] is (where != "arguments")  # options of a registered plugin
+    assert runner.premade_runs > taken and not runner.notes
+
+
+def test_premade_config_is_not_taken_when_pytest_debug_asks_for_its_trace(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    """``PYTEST_DEBUG`` (read by the plugin manager that ``get_config`` makes) traces every
+    plugin's registration: a run with it makes its own configuration, as a cold run does."""
+    conftest = _CONFIG_DUMP.replace(
+        '"plugins": params.plugins,',
+        '"plugins": params.plugins, "tracing": config.pluginmanager.trace.root._writer is not None,',
+    )
+    ws = project(
+        tmp_path / "ws", {"conftest.py": conftest, "test_a.py": "def test_a():\n    assert 1\n"}
+    )
+    dumps = tmp_path / "dumps.jsonl"
+    env = {**QUICK_ENV, "CONFIG_DUMP": str(dumps)}
+    run_tests(spec(env=env), ws, warm=runner)
+    run_tests(spec(env=env), ws, warm=runner)
+    assert [row["tracing"] for row in config_dumps(dumps)] == [False, False]
+    taken = runner.premade_runs
+    assert taken >= 1
+    s = spec(env={**env, "PYTEST_DEBUG": "1"})
+    cold = run_tests(s, ws)
+    expected = config_dumps(dumps)
+    warm = run_tests(s, ws, warm=runner)
+    assert view(warm) == view(cold) and config_dumps(dumps) == expected
+    assert expected[0]["tracing"] and runner.premade_runs == taken
+
+
+def test_conftest_that_registers_a_plugin_gives_the_cold_result_with_the_premade_config(
+    tmp_path: Path, runner: WarmRunner
+) -> None:
+    ws = project(
+        tmp_path / "ws",
+        {
+            "conftest.py": "pytest_plugins = ['helper_plugin']\n" + textwrap.dedent(_CONFIG_DUMP),
+            "helper_plugin.py": """
+                import pytest
+
+                @pytest.fixture
+                def answer():
+                    return 42
+
+                def pytest_configure(config):
+                    config.pluginmanager.set_blocked("junitxml")
+            """,
+            "test_a.py": "def test_a(answer):\n    assert answer == 42\n",
+        },
+    )
+    dumps = tmp_path / "dumps.jsonl"
+    s = spec(env={**QUICK_ENV, "CONFIG_DUMP": str(dumps)})
+    for _ in range(3):
+        cold = run_tests(s, ws)
+        expected = config_dumps(dumps)
+        warm = run_tests(s, ws, warm=runner)
+        assert view(warm) == view(cold) and config_dumps(dumps) == expected
+    assert runner.premade_runs >= 2
 
 
 # --- failure reports -----------------------------------------------------------------------------

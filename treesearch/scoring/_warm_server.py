@@ -273,6 +273,8 @@ def _run_request(request):
     main = types.ModuleType("__main__")
     main.__builtins__ = builtins
     sys.modules["__main__"] = main
+    if _PREMADE is not None:
+        _PREMADE.arm()
     code = _run_main(request)
     _write_modules(request.get("modules_file"))
     _exit(code)
@@ -356,7 +358,9 @@ def _write_modules(path):
             and name not in _STARTUP
             and _installed(_module_file(module), _SITE_DIRS)
         )
-        words = {"modules": names}
+        used = _PREMADE is not None and _PREMADE.used
+        seen = _PREMADE.seen if _PREMADE is not None else None
+        words = {"modules": names, "premade": used, "config_kwargs": seen}
         if _written({"modules_file": path}) != words:  # (a rewrite's truncation waits on disk)
             with open(path, "w", encoding="utf-8") as handle:
                 json.dump(words, handle)
@@ -570,6 +574,16 @@ def _learn(request, written, deny, base_path):
     return learned, threaded
 
 
+def _premade(args, written, base_path):
+    """Make pytest's configuration for the next run (``PremadeConfig.make``)."""
+    kwargs = written.get("config_kwargs")
+    config = _PREMADE.config
+    _PREMADE.make(args, kwargs if isinstance(kwargs, dict) else _PREMADE.kwargs)
+    sys.path[:] = base_path
+    if _PREMADE.config is not config:
+        _freeze()
+
+
 def _load(name, folder):
     """A helper module from its copy in ``folder`` (not in ``sys.modules``: no child sees it)."""
     spec = importlib.util.spec_from_file_location(name, os.path.join(folder, name + ".py"))
@@ -579,8 +593,8 @@ def _load(name, folder):
 
 
 def _speed(settings, folder):
-    """Install the rewrite cache and make the warm-up session (``_warm_speed``) as asked; what
-    became of each, for the client."""
+    """Install the rewrite cache, make the warm-up session and pytest's config (``_warm_speed``)
+    as asked; what became of each, for the client."""
     out = {}
     name = settings.get("speed_module")
     if not name:
@@ -596,6 +610,11 @@ def _speed(settings, folder):
         global _SPEED
         out["warm_up"], out["warmed"] = speed.warm_up(settings["warm_up"], _SITE_DIRS)
         _SPEED = speed
+    if settings.get("premade"):
+        global _PREMADE
+        _PREMADE = speed.PremadeConfig(_SITE_DIRS)
+        _PREMADE.make(settings.get("pytest_args") or [])
+        out["premade"] = _PREMADE.why_not
     return out
 
 
@@ -667,12 +686,14 @@ def _serve(sock, settings, deny, base_path, threaded=None):
             return
         if threaded:
             return  # the client starts a new server without that module
+        if _PREMADE is not None:
+            _premade(request["args"], written, base_path)
         spare = _fork_spare(sock, request.get("shell_parent")) if settings.get("spare") else None
 
 
 def _clone(sock, fds, spare, settings, deny, base_path):
     """Fork a server for another client (a parallel search's worker), whose socket is
-    ``fds[0]``: this process as it is (pytest and what the runs taught it imported),
+    ``fds[0]``: this process as it is (pytest, what the runs taught it, its configuration made),
     in a session of its own, greeting its client as a new server does; a fraction of a start.
     This server answers with its pid (-1: the fork failed)."""
     _flush()
@@ -723,6 +744,7 @@ def _reap_clones(wait=0.0):
 _SITE_DIRS = []  # type: list[str]
 _COERCED = None
 _SPEED = None  # the module ``_warm_speed`` when the server warms up
+_PREMADE = None  # its ``PremadeConfig``: pytest's configuration, made for the next run
 _SERVER_MODULES = frozenset()  # type: frozenset[str]
 _HELLO = {}  # type: dict[str, object]  # the greeting, less what is each process's own (``_clone``)
 _CLONES = []  # type: list[int]

@@ -7,12 +7,12 @@ part is kept for a gain measured with and without it in one run (the warm runner
 test run, on the demo project and on marshmallow's ``tests/test_fields.py``, a SWE-bench
 checkout; figures below), and runs under every pytest the warm runner accepts
 (``tests/test_scoring_warm_matrix.py``: 6.2, 7.4, 8.x, 9.x warm against cold). The other
-patches of pytest's and pluggy's internals the warm runner had (``get_config`` made in the
-server, a memo of the failure reports' syntax trees, pluggy 1.6's ``varnames``) each saved
-less than 10% of a warm run and are gone.
+patches of pytest's and pluggy's internals the warm runner had (a memo of the failure reports'
+syntax trees, pluggy 1.6's ``varnames``, the server's import of pytest's default plugins) each
+saved less than 10% of a warm run and are gone.
 
 Loaded by the server from a copy beside it, never put in ``sys.modules`` (a child does not see
-it). Three things:
+it). Four things:
 
 * ``warm_up``: one pytest session in the server, on a scratch project outside every workspace,
   so that what pytest builds lazily on first use (compiled patterns, lazily imported modules)
@@ -37,13 +37,29 @@ it). Three things:
   patches the rewriter gets pytest's own path), never for a source whose rewrite warns, and a
   source that does not compile goes to pytest's own function (same traceback). Measured gain
   (pytest 9.2): demo 1.08x and 1.16x, marshmallow 1.23x and 1.16x.
+* ``PremadeConfig``: ``_pytest.config.get_config(args)`` (the plugin manager, the ``Config``,
+  the registration of pytest's ~40 default plugins and their options) made in the server and
+  taken by a child's first call when nothing it depends on differs. Measured gain: alone,
+  marshmallow 1.05x (pytest 7.4) and 1.08x (pytest 9.2); with the three parts above, demo
+  1.10x (127.0 ms a warm run without it, 115.0 ms with it; CPU 92.6 and 81.3 ms, 1.14x).
 
 The figures: two runs on 2 shared cores (2026-05 on 750ef54), each test run's median wall time
 without the part over with it, every variant a warm runner of its own, interleaved round by
 round (30-40 rounds); ``tests/test_fields.py`` of marshmallow at 8b3a326 (77 tests) under
-pytest 7.4.4 and 9.2.0. Removed for less: ``get_config`` made ahead 1.05x-1.08x, the syntax-tree
-memo 0.97x-1.06x, ``varnames`` 1.03x-1.04x under pluggy 1.6 (pluggy 1.7 never used it), the
-server's import of pytest's default plugins 1.00x-1.02x (a run teaches the server them).
+pytest 7.4.4 and 9.2.0. Removed for less: the syntax-tree memo 0.97x-1.06x, ``varnames``
+1.03x-1.04x under pluggy 1.6 (pluggy 1.7 never used it), the server's import of pytest's
+default plugins 1.00x-1.02x (a run teaches the server them). Those three removed and
+``PremadeConfig`` kept were then measured together, in a third run (2026-12, 750ef54's code
+with the removed parts switched off, Python 3.11.7, pytest 9.2.0, 2 shared cores): 40
+interleaved rounds, warm runner mode ``on``, the demo project (10 tests, 6 failing), a median
+warm run of 113.8 ms with every patch, 115.0 ms (1.01x) with the kept four, 127.0 ms (1.12x;
+CPU 1.15x) with the kept three only. Without ``PremadeConfig`` a warm run would take more than
+10% longer than before, which issue 32 does not allow. The script (outside the repository; a
+checkout of 750ef54 in ``/tmp/w1-orig``, pytest 9.2.0 in ``/tmp/w1-venv``), as one command::
+
+    PYTHONPATH=/tmp/w1-orig /tmp/w1-venv/bin/python /tmp/w1-measure2.py --rounds 40
+        --variants "kept + PremadeConfig;kept only (warm_up, prime, RewriteCache)"
+        --suite "demo=/tmp/w1-venv/bin/python:/tmp/w1-orig/experiments/demo/project:-p no:cacheprovider"
 
 Standard library only, Python 3.9+: it runs in the interpreter of the tests. It never prints.
 """
@@ -491,3 +507,187 @@ class RewriteCache:
             os.replace(part, entry)
         except Exception:  # noqa: BLE001 - a cache only: the run goes on with its own code
             pass
+
+
+# --- pytest's configuration, made in the server ---------------------------------------------------
+
+_EVERY = "\0every variable"
+
+
+# Kept for its gain: with the other kept parts and without it, a warm run of the demo took 127.0 ms
+# against 115.0 ms with it (1.10x; CPU 1.14x), and 1.12x the 113.8 ms of every patch of 750ef54
+# (past the 10% the issue allows); alone, marshmallow 1.05x and 1.08x (pytest 7.4, 9.2). See above.
+class PremadeConfig:
+    """``_pytest.config.get_config(args)`` made once in the server, taken by its children.
+
+    ``get_config`` depends only on the ``-p no:NAME`` options among the arguments (it blocks
+    those plugins before registering the rest), on the environment variables it reads
+    (recorded while it runs: ``PYTEST_DEBUG``, the locale's for argparse's messages, ...) and
+    on the current folder (``invocation_params``). A child takes the premade configuration in
+    place of its first ``get_config`` call only when that call has the same ``-p no:`` options
+    in the same order and no ``plugins``, and every variable read holds the value it had;
+    ``invocation_params`` then gets the run's arguments and folder as ``get_config`` would have
+    made them. Keyword arguments of the call (pytest 9.1's ``prog``) must be the ones it was
+    made with: a child tells the server those of its call (``seen``), which makes the next
+    one with them. Any other call goes to pytest's own ``get_config`` (and every later call does:
+    pytester's runs, ``pytest.main`` in a test). What comes after (``PYTEST_ADDOPTS``, ini
+    files and their ``addopts``, ``-p`` plugins, ``PYTEST_PLUGINS``, conftests) runs in the
+    child as in a cold run. Made only when it warns nothing, reads the environment only by
+    name, and leaves the server as the warm-up session's checks see it."""
+
+    def __init__(self, site_dirs):
+        self.site_dirs = site_dirs
+        self.key = None
+        self.kwargs = {}
+        self.config = None
+        self.reads = {}
+        self.seen = None
+        self.why_not = "not made yet"
+        self.used = False
+
+    @staticmethod
+    def key_of(args):
+        """The ``consider_pluginarg`` calls ``get_config`` makes for ``args`` (pytest's code)."""
+        from _pytest.config import PytestPluginManager
+
+        calls = []
+
+        class Recorder:
+            consider_pluginarg = staticmethod(calls.append)
+
+        if args:
+            PytestPluginManager.consider_preparse(Recorder(), tuple(args), exclude_only=True)
+        return tuple(calls)
+
+    def make(self, args, kwargs=None):
+        """Make the configuration of a run with ``args`` and the keyword arguments ``kwargs``
+        of its call (unless the one held fits them)."""
+        kwargs = dict(kwargs or {})
+        try:
+            key = self.key_of(args)
+        except Exception as exc:  # noqa: BLE001 - a usage error: the child's own call says it
+            self.config, self.key = None, None
+            self.why_not = "its arguments do not parse (%s)" % (type(exc).__name__,)
+            return
+        if self.config is not None and key == self.key and kwargs == self.kwargs:
+            return
+        self.config, self.key, self.kwargs, self.why_not = None, key, kwargs, ""
+        before = _snapshot()
+        reads = {}
+        config, seen = self._call(list(args), kwargs, reads)
+        changed = self._changes(before)
+        if config is None:
+            return
+        if seen:
+            self.why_not = "get_config warned: %s" % (seen[0].message,)
+        elif _EVERY in reads:
+            self.why_not = "get_config read every environment variable"
+        elif changed:
+            self.why_not = "get_config changed " + ", ".join(sorted(set(changed)))
+        else:
+            self.config, self.reads = config, reads
+
+    def _call(self, args, kwargs, reads):
+        """``get_config(args)`` as ``pytest.main`` calls it, with the variables it reads; the
+        config (None if it raised) and the warnings it gave."""
+        import pytest
+        from _pytest import config as module
+
+        environ = os.environ
+        plain = type(environ)
+
+        class Recording(plain):
+            def __getitem__(self, name):
+                try:
+                    value = plain.__getitem__(self, name)
+                except KeyError:
+                    reads.setdefault(name, None)
+                    raise
+                reads.setdefault(name, value)
+                return value
+
+            def __iter__(self):
+                reads[_EVERY] = True
+                return plain.__iter__(self)
+
+        version = environ.get("PYTEST_VERSION")
+        environ["PYTEST_VERSION"] = pytest.__version__  # as pytest.main sets it
+        seen = []
+        try:
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                environ.__class__ = Recording
+                try:
+                    return module.get_config(args, **kwargs), seen
+                finally:
+                    environ.__class__ = plain
+        except BaseException as exc:  # noqa: BLE001 - the child makes its own
+            self.why_not = "get_config raised %s" % (type(exc).__name__,)
+            return None, seen
+        finally:
+            if version is None:
+                environ.pop("PYTEST_VERSION", None)
+            else:
+                environ["PYTEST_VERSION"] = version
+
+    def _changes(self, before):
+        after = _snapshot()
+        changed = [k for k in before if k not in ("modules", "linecache") and after[k] != before[k]]
+        for name in set(sys.modules) - before["modules"]:
+            path = getattr(sys.modules[name], "__file__", None)
+            if path is None and name in sys.builtin_module_names:
+                continue
+            if not isinstance(path, str) or not _installed(path, self.site_dirs):
+                changed.append("sys.modules")
+        return changed
+
+    def fits(self, args, plugins, kwargs):
+        if plugins is not None or not isinstance(args, list) or kwargs != self.kwargs:
+            return False
+        try:
+            if not all(isinstance(arg, str) for arg in args) or self.key_of(args) != self.key:
+                return False
+        except Exception:  # noqa: BLE001 - pytest's own get_config says what is wrong
+            return False
+        return all(os.environ.get(name) == value for name, value in self.reads.items())
+
+    def arm(self):
+        """In a child, before pytest starts: its first ``get_config`` call takes the premade
+        configuration when it fits, and pytest's own ``get_config`` is back in place."""
+        module = sys.modules.get("_pytest.config")
+        if self.config is None or module is None:
+            return
+        original = module.get_config
+        premade = self
+
+        def get_config(*positional, **kwargs):
+            if module.get_config is get_config:
+                module.get_config = original
+            config, premade.config = premade.config, None
+            known = dict(zip(("args", "plugins"), positional))  # noqa: B905 - Python 3.9
+            extra = {k: v for k, v in kwargs.items() if k not in known}
+            for name in ("args", "plugins"):
+                if name in extra:
+                    known[name] = extra.pop(name)
+            if all(isinstance(v, (str, int, float, bool, type(None))) for v in extra.values()):
+                premade.seen = extra
+            args, plugins = known.get("args"), known.get("plugins")
+            if (
+                config is None
+                or len(positional) > 2
+                or len(known) + len(extra) != len(positional) + len(kwargs)
+                or not premade.fits(args, plugins, extra)
+            ):
+                return original(*positional, **kwargs)
+            import pathlib
+
+            params = module.Config.InvocationParams(
+                args=args or (), plugins=plugins, dir=pathlib.Path.cwd()
+            )
+            config.invocation_params = params
+            premade.used = True
+            return config
+
+        for name in ("__name__", "__qualname__", "__doc__", "__module__"):
+            setattr(get_config, name, getattr(original, name))
+        module.get_config = get_config

@@ -111,6 +111,7 @@ class WarmRunner:
         warm_up: bool = True,
         rewrite_cache: bool = True,
         spare: bool = True,
+        premade: bool = True,
     ) -> None:
         if mode not in WARM_MODES:
             raise ValueError(f"warm mode must be one of {', '.join(WARM_MODES)}, not {mode!r}")
@@ -124,6 +125,8 @@ class WarmRunner:
         """Test runs made warm."""
         self.cold_runs = 0
         """Test runs made cold (fallbacks and the first run's check included)."""
+        self.premade_runs = 0
+        """Warm runs that took pytest's configuration made ahead in the server."""
         self.servers_started = 0
         """Servers this runner started (each imports pytest: a fraction of a second of CPU)."""
         self.copies = 0
@@ -140,6 +143,7 @@ class WarmRunner:
         self._shell_env = ShellEnv()
         self._rewrite_cache = rewrite_cache
         self._spare = spare
+        self._premade = premade
         self._only_running = False
 
     @contextlib.contextmanager
@@ -414,6 +418,7 @@ class WarmRunner:
                     warm_up=self._warm_up,
                     rewrite_cache=self._rewrite_cache,
                     spare=self._spare,
+                    premade_args=launch.args if self._premade else None,
                     shell_parent=launch.shell and not shell_execs(),
                     wait=wait,
                 )
@@ -510,6 +515,7 @@ class WarmRunner:
             with open(modules_file, encoding="utf-8") as handle:
                 written = json.load(handle)
             names = written["modules"]
+            self.premade_runs += written["premade"] is True
         except (OSError, ValueError, KeyError, TypeError):
             return
         known = set(self._preload)

@@ -124,19 +124,21 @@ class WarmServer:
         warm_up: bool = False,
         rewrite_cache: bool = False,
         spare: bool = False,
+        premade_args: Sequence[str] | None = None,
         shell_parent: bool = False,
         wait: bool = True,
     ) -> None:
-        """``shell_parent``: the runs are shell lines through a ``/bin/sh`` that does not exec (the spare child forks the
-        tests' process ahead); ``wait=False``: return once the process is started, and take its
-        greeting (``settle``) when the server is first used."""
+        """``premade_args``: make pytest's configuration ahead for runs with these arguments
+        (None: never); ``shell_parent``: the runs are shell lines through a ``/bin/sh`` that does
+        not exec (the spare child forks the tests' process ahead); ``wait=False``: return once the
+        process is started, and take its greeting (``settle``) when the server is first used."""
         self.preload = list(preload)
         self.deny = set(deny)
         script = scratch / "_treesearch_warm_server.py"
         if not script.exists():
             shutil.copyfile(_warm_server.__file__, script)
         speed = scratch / f"{_SPEED_MODULE}.py"
-        speedy = warm_up or rewrite_cache
+        speedy = warm_up or rewrite_cache or premade_args is not None
         if speedy and not speed.exists():
             shutil.copyfile(_warm_speed.__file__, speed)
         settings = scratch / f"settings-{time.monotonic_ns()}.json"
@@ -150,7 +152,9 @@ class WarmServer:
                     "warm_up": str(scratch / "warm-up") if warm_up else None,
                     "rewrite_cache": str(scratch / "rewritten") if rewrite_cache else None,
                     "spare": spare,
+                    "premade": premade_args is not None,
                     "shell_parent": shell_parent,
+                    "pytest_args": list(premade_args) if premade_args is not None else None,
                 }
             )
         )
@@ -218,7 +222,7 @@ class WarmServer:
 
     def clone(self) -> tuple[socket.socket, int]:
         """A copy of this server for another client: forked by the server between runs, in a
-        session of its own, with everything it imported (a
+        session of its own, with everything it imported and its pytest configuration made (a
         few milliseconds, against a start's fraction of a second). Returns the client's end of
         the copy's socket and its pid, for ``adopt`` in the process that will use it; the copy
         ends when that socket does.
@@ -270,6 +274,9 @@ class WarmServer:
         """Top-level names of the modules the warm-up session imported."""
         self.rewrite_cache: str = hello.get("rewrite_cache") or ""
         """Why the cache of rewritten test modules is not used ('' when it is)."""
+        self.premade: str | None = hello.get("premade")
+        """Why pytest's configuration is not made ahead in the server ('' when it is; None:
+        not asked for)."""
         self.base_path: list[str] = list(hello["base_path"])
         self.threaded: str | None = hello.get("threaded")
         self._state(hello)

@@ -27,12 +27,19 @@ ALLOWED = {
 
 def _reads_environment(tree: ast.AST) -> bool:
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in _NAMES:
-            if isinstance(node.value, ast.Name) and node.value.id == "os":
-                return True
-        if isinstance(node, ast.ImportFrom) and node.module == "os":
-            if any(alias.name in _NAMES for alias in node.names):
-                return True
+        read = (
+            isinstance(node, ast.Attribute)
+            and node.attr in _NAMES
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+        )
+        imported = (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "os"
+            and any(alias.name in _NAMES for alias in node.names)
+        )
+        if read or imported:
+            return True
     return False
 
 

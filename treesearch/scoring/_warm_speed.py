@@ -43,7 +43,7 @@ it). Four things:
   marshmallow 1.05x (pytest 7.4) and 1.08x (pytest 9.2); with the three parts above, demo
   1.10x (127.0 ms a warm run without it, 115.0 ms with it; CPU 92.6 and 81.3 ms, 1.14x).
 
-The figures: two runs on 2 shared cores (2026-05 on 750ef54), each test run's median wall time
+The figures: two runs on 2 shared cores (2026-12, on 750ef54's code), each test run's median wall time
 without the part over with it, every variant a warm runner of its own, interleaved round by
 round (30-40 rounds); ``tests/test_fields.py`` of marshmallow at 8b3a326 (77 tests) under
 pytest 7.4.4 and 9.2.0. Removed for less: the syntax-tree memo 0.97x-1.06x, ``varnames``
@@ -54,12 +54,9 @@ with the removed parts switched off, Python 3.11.7, pytest 9.2.0, 2 shared cores
 interleaved rounds, warm runner mode ``on``, the demo project (10 tests, 6 failing), a median
 warm run of 113.8 ms with every patch, 115.0 ms (1.01x) with the kept four, 127.0 ms (1.12x;
 CPU 1.15x) with the kept three only. Without ``PremadeConfig`` a warm run would take more than
-10% longer than before, which issue 32 does not allow. The script (outside the repository; a
-checkout of 750ef54 in ``/tmp/w1-orig``, pytest 9.2.0 in ``/tmp/w1-venv``), as one command::
-
-    PYTHONPATH=/tmp/w1-orig /tmp/w1-venv/bin/python /tmp/w1-measure2.py --rounds 40
-        --variants "kept + PremadeConfig;kept only (warm_up, prime, RewriteCache)"
-        --suite "demo=/tmp/w1-venv/bin/python:/tmp/w1-orig/experiments/demo/project:-p no:cacheprovider"
+10% longer than before, which issue 32 does not allow. The script is
+``experiments/benchmarks/warm_patches.py`` (its docstring: how to run it on 750ef54), e.g.
+``--rounds 40 --variants "kept + PremadeConfig;kept only (warm_up, prime, RewriteCache)"``.
 
 Standard library only, Python 3.9+: it runs in the interpreter of the tests. It never prints.
 """

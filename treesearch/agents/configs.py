@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -31,6 +31,9 @@ from pydantic.types import Strict
 
 from treesearch.errors import AgentError
 from treesearch.scoring.spec import TestSpecConfig
+
+if TYPE_CHECKING:
+    from treesearch.agents.llm.prompts import Prompts
 
 __all__ = [
     "AGENT_MODELS",
@@ -344,7 +347,11 @@ class PythonConfig(AgentConfig):
 
 
 class LLMAgentConfig(AgentConfig):
-    """``llm``: a model behind an OpenAI-compatible API (``treesearch.agents.llm``)."""
+    """``llm``: a model behind an OpenAI-compatible API (``treesearch.agents.llm``); the
+    ``LLMAgent`` takes this model itself. The API key is read from ``api_key_env`` when a request
+    is sent and is never recorded; ``extra_body`` is part of the response cache's key; a
+    ``Retry-After`` header wins over ``retry_backoff``; ``request_timeout`` is cut further by the
+    run's own deadline."""
 
     kind: Literal["llm"] = "llm"
     model: StrictStr = Field(description="the model name the server knows (required)")
@@ -425,7 +432,7 @@ class LLMAgentConfig(AgentConfig):
     instructions: StrictStr = Field(
         "", description="strategy guidance put in the system prompt's {instructions}"
     )
-    prompts: dict[str, Any] | None = Field(
+    prompts: dict[str, str] | None = Field(
         None,
         description="templates overriding the defaults: system, task, feedback, siblings, text_mode",
     )
@@ -478,16 +485,25 @@ class LLMAgentConfig(AgentConfig):
             raise ValueError("'replay: true' needs a cache (it is set to false)")
         return self
 
-    def agent_kwargs(self) -> dict[str, Any]:
-        from treesearch.agents.llm.config import LLMConfig
+    @property
+    def templates(self) -> Prompts:
+        """The prompt templates: the defaults with ``prompts`` laid over them."""
         from treesearch.agents.llm.prompts import Prompts
 
-        kw = self.fields()
-        cache = kw.pop("cache")
-        kw["use_cache"] = cache is not False
-        kw["cache"] = Path(cache).expanduser() if isinstance(cache, str) else None
-        kw["prompts"] = Prompts.from_config(kw["prompts"])
-        return {"config": LLMConfig(**kw)}
+        return Prompts(**(self.prompts or {}))
+
+    @property
+    def use_cache(self) -> bool:
+        """False when the config says ``cache: false``: every request is sent."""
+        return self.cache is not False
+
+    @property
+    def cache_folder(self) -> Path | None:
+        """The response cache folder; ``None``: ``<cache_dir>/llm-cache`` (if there is one)."""
+        return Path(self.cache).expanduser() if isinstance(self.cache, str) else None
+
+    def agent_kwargs(self) -> dict[str, Any]:
+        return {"config": self}
 
 
 # --- mutation ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -27,10 +28,10 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic.types import Strict
 
 from treesearch.errors import AgentError
-from treesearch.scoring.spec import TestSpecConfig
+from treesearch.scoring.spec import TestSpec
+from treesearch.validation import Number, check_command, explain
 
 if TYPE_CHECKING:
     from treesearch.agents.llm.prompts import Prompts
@@ -47,14 +48,10 @@ __all__ = [
     "ScriptedConfig",
     "agent_error",
     "agent_kwargs",
-    "explain",
 ]
 
 STRATEGY_KEYS = ("max_steps", "timeout", "samples", "description")
 """Strategy-level keys the controller uses; the rest of a strategy's mapping configures its agent."""
-
-Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
-"""A finite number (an int is taken as a float; true/false and strings are refused)."""
 
 
 class AgentConfig(BaseModel):
@@ -81,31 +78,6 @@ class AgentConfig(BaseModel):
         """The agent's part as plain data with its ``kind`` (``build_agent`` reads it back)."""
         data = self.model_dump(mode="json", by_alias=True, exclude=set(self.shadowed))
         return {"kind": self.kind, **{k: v for k, v in data.items() if k != "kind"}}
-
-
-def _describe(model: type[BaseModel], name: str) -> str | None:
-    field = model.model_fields.get(name)
-    return field.description if field is not None else None
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def explain(err: Mapping[str, Any], model: type[BaseModel]) -> str:
-    """What is wrong, for one pydantic error of ``model`` (without the field's path)."""
-    kind, msg, loc = err["type"], str(err["msg"]), tuple(err["loc"])
-    desc = _describe(model, str(loc[0])) if len(loc) == 1 else None
-    if kind == "missing":
-        return f"is required: {desc}" if desc else "is required"
-    if kind == "extra_forbidden":
-        return "unknown field"
-    if kind in ("value_error", "assertion_error"):
-        return msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    if desc:
-        return f"must be {desc}, got {_shown(err.get('input'))}"
-    return f"{msg[:1].lower()}{msg[1:]}, got {_shown(err.get('input'))}"
 
 
 def agent_error(kind: str, exc: ValidationError, model: type[BaseModel]) -> AgentError:
@@ -258,7 +230,7 @@ class CommandConfig(AgentConfig):
     """``command``: an external agent CLI run in the workspace (``treesearch.agents.command``)."""
 
     kind: Literal["command"] = "command"
-    command: str | list[str] = Field(
+    command: Annotated[str | list[str], BeforeValidator(check_command)] = Field(
         description="an argv list of strings or a shell command string "
         "({task}, {feedback}, {workspace}, {max_steps} are replaced)"
     )
@@ -273,17 +245,6 @@ class CommandConfig(AgentConfig):
         None, description="a mapping with cpu_seconds, memory_bytes, file_size_bytes, open_files"
     )
     tail_chars: StrictInt = Field(4000, gt=0, description="an integer > 0")
-
-    @field_validator("command", mode="before")
-    @classmethod
-    def _command(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            if not value.strip():
-                raise ValueError("must not be empty")
-            return value
-        if not isinstance(value, list) or not value or not all(isinstance(c, str) for c in value):
-            raise ValueError("must be a shell command string or a non-empty list of strings")
-        return value
 
     @field_validator("env", mode="before")
     @classmethod
@@ -450,7 +411,9 @@ class LLMAgentConfig(AgentConfig):
     @classmethod
     def _not_blank(cls, value: str | None, info: Any) -> str | None:
         if value is not None and not value.strip():
-            raise ValueError(f"must be {_describe(cls, info.field_name)}, got {value!r}")
+            raise ValueError(
+                f"must be {cls.model_fields[info.field_name].description}, got {value!r}"
+            )
         return value
 
     @field_validator("extra_body")
@@ -566,7 +529,7 @@ class MutationConfig(AgentConfig):
         default_factory=list,
         description="a list of path globs never mutated (test files are always left out)",
     )
-    tests: TestSpecConfig | None = Field(
+    tests: TestSpec | None = Field(
         None,
         description="a test spec mapping (command, timeout, env, ...) used when the search gives "
         "none",
@@ -612,8 +575,6 @@ class MutationConfig(AgentConfig):
 
     def agent_kwargs(self) -> dict[str, Any]:
         kw = {k: v for k, v in self.fields().items() if v is not None}
-        if self.tests is not None:
-            kw["tests"] = self.tests.to_spec()
         return kw
 
 

@@ -12,7 +12,7 @@ config layer can use it without loading every agent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -21,33 +21,46 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
     StrictBool,
     StrictInt,
     StrictStr,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
 from treesearch.errors import AgentError
 from treesearch.scoring.spec import TestSpec
-from treesearch.validation import Number, check_command, explain
+from treesearch.validation import Number, check_command, explain, shown
 
 if TYPE_CHECKING:
     from treesearch.agents.llm.prompts import Prompts
 
 __all__ = [
+    "ACTIONS",
     "AGENT_MODELS",
     "STRATEGY_KEYS",
+    "Action",
     "AgentConfig",
     "CommandConfig",
+    "Finish",
+    "GiveUp",
     "LLMAgentConfig",
+    "List",
     "MutationConfig",
     "PatchConfig",
     "PythonConfig",
+    "Read",
+    "Replace",
+    "Run",
     "ScriptedConfig",
+    "Write",
     "agent_error",
     "agent_kwargs",
+    "parse_steps",
 ]
 
 STRATEGY_KEYS = ("max_steps", "timeout", "samples", "description")
@@ -114,62 +127,132 @@ def agent_kwargs(model: type[AgentConfig], config: Mapping[str, Any]) -> dict[st
 # --- scripted ---------------------------------------------------------------------------------
 
 
-_ACTIONS: dict[str, dict[str, tuple[type | tuple[type, ...], str]]] = {
-    "run": {
-        "run": (str, "a shell command (string)"),
-        "timeout": ((int, float), "seconds > 0"),
-        "check": (bool, "true (exit code 0 required, default) or false"),
-    },
-    "write": {"write": (str, "a workspace-relative path"), "content": (str, "the file text")},
-    "replace": {
-        "replace": (str, "a workspace-relative path"),
-        "old": (str, "text that occurs exactly once"),
-        "new": (str, "its replacement"),
-        "check": (bool, "true (the text must be there, default) or false (no match: no change)"),
-    },
-    "read": {"read": (str, "a workspace-relative path")},
-    "list": {"list": (str, "a workspace-relative folder")},
-    "finish": {"finish": (str, "the reason (text)")},
-    "give_up": {"give_up": (str, "the reason (text)")},
+class Action(BaseModel):
+    """One entry of a scripted agent's ``steps``: a single action key (the subclass's
+    ``action``) with its fields; each field's description is what a bad value is told."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    action: ClassVar[str]
+    """The key that names the action."""
+
+    say: StrictStr | None = Field(None, description="assistant text recorded with the call")
+
+    @property
+    def target(self) -> str:
+        """The action key's value (a path, a command or a reason)."""
+        return str(getattr(self, self.action))
+
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+
+
+class Run(Action):
+    """``{"run": "pytest -x", "timeout": 30, "check": true}``: a shell command."""
+
+    action: ClassVar[str] = "run"
+    run: StrictStr = Field(description="a shell command (string)")
+    timeout: Number | None = Field(None, gt=0, description="seconds > 0")
+    check: StrictBool = Field(True, description="true (exit code 0 required, default) or false")
+
+
+class Write(Action):
+    """``{"write": "src/a.py", "content": "..."}``: create or overwrite a file."""
+
+    action: ClassVar[str] = "write"
+    write: StrictStr = Field(description="a workspace-relative path")
+    content: StrictStr = Field(description="the file text")
+
+
+class Replace(Action):
+    """``{"replace": "src/a.py", "old": "x = 1", "new": "x = 2"}``: one exact match."""
+
+    action: ClassVar[str] = "replace"
+    replace: StrictStr = Field(description="a workspace-relative path")
+    old: StrictStr = Field(description="text that occurs exactly once")
+    new: StrictStr = Field(description="its replacement")
+    check: StrictBool = Field(
+        True, description="true (the text must be there, default) or false (no match: no change)"
+    )
+
+
+class Read(Action):
+    """``{"read": "src/a.py"}``: read a file (an observation only)."""
+
+    action: ClassVar[str] = "read"
+    read: StrictStr = Field(description="a workspace-relative path")
+
+
+class List(Action):
+    """``{"list": "src"}``: list a folder."""
+
+    action: ClassVar[str] = "list"
+    list: StrictStr = Field(description="a workspace-relative folder")
+
+
+class Finish(Action):
+    """``{"finish": "why"}``: stop, finished."""
+
+    action: ClassVar[str] = "finish"
+    finish: StrictStr = Field(description="the reason (text)")
+
+
+class GiveUp(Action):
+    """``{"give_up": "why"}``: stop, gave up."""
+
+    action: ClassVar[str] = "give_up"
+    give_up: StrictStr = Field(description="the reason (text)")
+
+
+ACTIONS: dict[str, type[Action]] = {
+    a.action: a for a in (Run, Write, Replace, Read, List, Finish, GiveUp)
 }
-_COMMON = {"say": (str, "assistant text recorded with the call")}
+"""The scripted agent's actions by key."""
 
 
-def check_action(n: int, entry: Any) -> str:
-    """The action of step entry ``n``, or ``AgentError`` naming the entry and its bad field."""
-    where = f"scripted agent: steps[{n}]"
+def _step_error(n: int, entry: Any, err: Mapping[str, Any]) -> str:
+    """One step's validation error in the scripted agent's words."""
+    where = f"steps[{n}]"
     if not isinstance(entry, Mapping):
-        raise AgentError(f"{where} must be a mapping, got {type(entry).__name__}")
-    actions = [k for k in entry if k in _ACTIONS]
-    if len(actions) != 1:
-        raise AgentError(
-            f"{where} must hold exactly one action of {', '.join(_ACTIONS)}; got {sorted(entry)}"
-        )
-    action = actions[0]
-    allowed = {**_ACTIONS[action], **_COMMON}
-    for key, value in entry.items():
-        if key not in allowed:
-            names = ", ".join(sorted(allowed))
-            raise AgentError(
-                f"{where}: unknown field {key!r} for a {action!r} action; allowed: {names}"
-            )
-        kind, what = allowed[key]
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise AgentError(f"{where}: field {key!r} must be {what}, got {value!r:.80}")
-    if action == "write" and "content" not in entry:
-        raise AgentError(f"{where}: a 'write' action needs 'content'")
-    if action == "replace" and not ("old" in entry and "new" in entry):
-        raise AgentError(f"{where}: a 'replace' action needs 'old' and 'new'")
-    if "timeout" in entry and entry["timeout"] <= 0:
-        raise AgentError(f"{where}: field 'timeout' must be > 0 seconds")
-    return action
+        return f"{where} must be a mapping, got {type(entry).__name__}"
+    keys = [k for k in entry if k in ACTIONS]
+    if len(keys) != 1:
+        return f"{where} must hold exactly one action of {', '.join(ACTIONS)}; got {sorted(entry)}"
+    model, field = ACTIONS[keys[0]], str(err["loc"][0])
+    if err["type"] == "extra_forbidden":
+        names = ", ".join(sorted(model.model_fields))
+        return f"{where}: unknown field {field!r} for a {model.action!r} action; allowed: {names}"
+    if err["type"] == "missing":
+        return f"{where}: a {model.action!r} action needs {field!r}"
+    return f"{where}: field {field!r} {explain(err, model)}"
+
+
+def parse_steps(steps: Any) -> list[Action]:
+    """Scripted steps as ``Action`` models (those given as models are kept); ``ValueError``
+    names the first bad entry, its field and what is allowed."""
+    if not isinstance(steps, Sequence) or isinstance(steps, str):
+        raise ValueError(f"must be a list of actions, got {shown(steps)}")
+    out: list[Action] = []
+    for n, entry in enumerate(steps):
+        if isinstance(entry, Action):
+            out.append(entry)
+            continue
+        keys = [k for k in entry if k in ACTIONS] if isinstance(entry, Mapping) else []
+        if len(keys) != 1:
+            raise ValueError(_step_error(n, entry, {}))
+        try:
+            out.append(ACTIONS[keys[0]].model_validate(entry))
+        except ValidationError as exc:
+            raise ValueError(_step_error(n, entry, exc.errors()[0])) from None
+    return out
 
 
 class ScriptedConfig(AgentConfig):
     """``scripted``: a fixed list of actions (``treesearch.agents.scripted``)."""
 
     kind: Literal["scripted"] = "scripted"
-    steps: list[Any] = Field(
+    steps: list[SerializeAsAny[Action]] = Field(
         description="a list of actions (run/write/replace/read/list/finish/give_up)"
     )
     rollback_on_error: StrictBool = Field(True, description="true (default) or false")
@@ -177,15 +260,10 @@ class ScriptedConfig(AgentConfig):
         2000, gt=0, description="an integer > 0 (transcript excerpt length)"
     )
 
-    @field_validator("steps")
+    @field_validator("steps", mode="before")
     @classmethod
-    def _actions(cls, steps: list[Any]) -> list[Any]:
-        for n, entry in enumerate(steps):
-            try:
-                check_action(n, entry)
-            except AgentError as exc:
-                raise ValueError(str(exc).removeprefix("scripted agent: ")) from None
-        return steps
+    def _actions(cls, steps: Any) -> list[Action]:
+        return parse_steps(steps)
 
 
 # --- patch ------------------------------------------------------------------------------------

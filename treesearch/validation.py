@@ -26,6 +26,7 @@ __all__ = [
     "explain",
     "field_at",
     "model_at",
+    "shown",
 ]
 
 MAX_SECONDS = 366 * 86400

@@ -211,41 +211,39 @@ ACTIONS: dict[str, type[Action]] = {
 """The scripted agent's actions by key."""
 
 
-def _step_error(n: int, entry: Any, err: Mapping[str, Any]) -> str:
-    """One step's validation error in the scripted agent's words."""
-    where = f"steps[{n}]"
-    if not isinstance(entry, Mapping):
-        return f"{where} must be a mapping, got {type(entry).__name__}"
-    keys = [k for k in entry if k in ACTIONS]
-    if len(keys) != 1:
-        return f"{where} must hold exactly one action of {', '.join(ACTIONS)}; got {sorted(entry)}"
-    model, field = ACTIONS[keys[0]], str(err["loc"][0])
-    if err["type"] == "extra_forbidden":
-        names = ", ".join(sorted(model.model_fields))
-        return f"{where}: unknown field {field!r} for a {model.action!r} action; allowed: {names}"
-    if err["type"] == "missing":
-        return f"{where}: a {model.action!r} action needs {field!r}"
-    return f"{where}: field {field!r} {explain(err, model)}"
-
-
 def parse_steps(steps: Any) -> list[Action]:
     """Scripted steps as ``Action`` models (those given as models are kept); ``ValueError``
     names the first bad entry, its field and what is allowed."""
     if not isinstance(steps, Sequence) or isinstance(steps, str):
         raise ValueError(f"must be a list of actions, got {shown(steps)}")
-    out: list[Action] = []
-    for n, entry in enumerate(steps):
-        if isinstance(entry, Action):
-            out.append(entry)
-            continue
-        keys = [k for k in entry if k in ACTIONS] if isinstance(entry, Mapping) else []
-        if len(keys) != 1:
-            raise ValueError(_step_error(n, entry, {}))
-        try:
-            out.append(ACTIONS[keys[0]].model_validate(entry))
-        except ValidationError as exc:
-            raise ValueError(_step_error(n, entry, exc.errors()[0])) from None
-    return out
+    return [_step(n, entry) for n, entry in enumerate(steps)]
+
+
+def _step(n: int, entry: Any) -> Action:
+    if isinstance(entry, Action):
+        return entry
+    where = f"steps[{n}]"
+    if not isinstance(entry, Mapping):
+        raise ValueError(f"{where} must be a mapping, got {type(entry).__name__}")
+    keys = [k for k in entry if k in ACTIONS]
+    if len(keys) != 1:
+        raise ValueError(
+            f"{where} must hold exactly one action of {', '.join(ACTIONS)}; got {sorted(entry)}"
+        )
+    model = ACTIONS[keys[0]]
+    try:
+        return model.model_validate(entry)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+    field = str(err["loc"][0])
+    if err["type"] == "extra_forbidden":
+        names = ", ".join(sorted(model.model_fields))
+        raise ValueError(
+            f"{where}: unknown field {field!r} for a {keys[0]!r} action; allowed: {names}"
+        )
+    if err["type"] == "missing":
+        raise ValueError(f"{where}: a {keys[0]!r} action needs {field!r}")
+    raise ValueError(f"{where}: field {field!r} {explain(err, model)}")
 
 
 class ScriptedConfig(AgentConfig):

@@ -41,7 +41,7 @@ ScoreConfig = Annotated[str | dict[str, Any], BeforeValidator(_score)]
 
 class ScorerConfig(BaseModel):
     """The ``scoring`` section as a ``Scorer`` is built from it (``Scorer.from_config``); the
-    config adds ``judge`` (``treesearch.config.ScoringConfig``)."""
+    config's ``treesearch.config.ScoringConfig`` types its ``judge``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -72,6 +72,9 @@ class ScorerConfig(BaseModel):
     ) = "auto"
     """Limit of each test's call phase: ``auto`` (max(2 s, 20 x its duration in the parent's
     run)), ``off``, or seconds for every test (pytest only)."""
+    judge: dict[str, Any] | BaseModel | None = None
+    """The value judge (read by the search, ``agents.llm.judge``, not by ``Scorer``; the config's
+    ``ScoringConfig`` checks it): a whole ``scoring`` section is accepted."""
 
     @field_validator("search_tests", mode="before")
     @classmethod

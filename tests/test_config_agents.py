@@ -225,5 +225,5 @@ def test_scoring_sections_are_typed_and_errors_name_the_nested_key(tmp_path: Pat
         assert len(str(err.value).splitlines()) == 1
     path.write_text(yaml.safe_dump({**base, "scoring": {"grade_tests": {"command": ["pytest"]}}}))
     typed = load_config(path).config.scoring
-    assert typed.grade_tests is not None and typed.grade_tests.to_spec().command == ("pytest",)
-    assert typed.search_tests.to_spec().command == "python -m pytest -q"
+    assert typed.grade_tests is not None and typed.grade_tests.command == ("pytest",)
+    assert typed.search_tests.command == "python -m pytest -q"

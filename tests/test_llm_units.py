@@ -108,9 +108,9 @@ def test_llm_config_reads_every_documented_field() -> None:
     )
     cfg = agent.config  # type: ignore[attr-defined]
     assert cfg.api_key_env is None and cfg.max_tokens is None and cfg.mode == "text"
-    assert cfg.prompts.feedback == "Results:\n{feedback}"
-    assert cfg.prompts.system == Prompts().system
-    assert cfg.cache == Path("~/llm-cache").expanduser() and cfg.replay
+    assert cfg.templates.feedback == "Results:\n{feedback}"
+    assert cfg.templates.system == Prompts().system
+    assert cfg.cache_folder == Path("~/llm-cache").expanduser() and cfg.replay
 
 
 def test_bundled_llm_config_validates_with_three_strategies_on_one_model() -> None:

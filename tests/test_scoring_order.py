@@ -328,9 +328,7 @@ def test_per_test_limit_off_leaves_a_loop_to_the_run_timeout(tmp_path: Path) -> 
 
 
 def replace_timeout(spec: TestSpec, seconds: float) -> TestSpec:
-    from dataclasses import replace
-
-    return replace(spec, timeout=seconds)
+    return spec.model_copy(update={"timeout": seconds})
 
 
 SWALLOW = """\

@@ -34,7 +34,7 @@ def pool_of(tmp_path: Path, *, fork: bool | None) -> tuple[WorkerPool, ShadowSto
     proj = make_project(tmp_path)
     store = ShadowStore.open(proj, home=tmp_path / "home", excludes=DEFAULT_EXCLUDES)
     loaded = validate(config(tmp_path, proj), source="cfg.yaml", base_dir=tmp_path)
-    spec = WorkerSpec(view=worker_view(store), scoring=loaded.config.scoring.model_dump())
+    spec = WorkerSpec(view=worker_view(store), scoring=loaded.config.scoring)
     return WorkerPool(1, spec, store, fork=fork), store
 
 

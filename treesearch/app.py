@@ -272,12 +272,7 @@ def _search_held(
         claim_copy(loaded.workspace_path())
     loaded = _reproduced(loaded, run, store, on_note)  # search.reproduce: tests before search
     cfg = loaded.config
-    scorer = Scorer.from_config(
-        cfg.scoring.model_dump(),
-        loaded.source,
-        where="scoring",
-        cache=ScoreCache(store.path / "scores.sqlite"),
-    )
+    scorer = Scorer.from_config(cfg.scoring, cache=ScoreCache(store.path / "scores.sqlite"))
     with scorer:  # its warm server ends with the search, however it ends
         scorer.warm.on_note = _warm_note(run, on_note)
         return _search_scored(loaded, run, store, events, on_progress, scorer, on_note=on_note)
@@ -323,7 +318,7 @@ def _reproduced(
             samples=rep.samples,
             max_steps=writer.max_steps,
             timeout=writer.timeout,
-            spec=tests.to_spec(),
+            spec=tests,
             folder=folder,
             seed=cfg.search.seed,
             session_file=lambda k: run.session_file(f"reproduce-{k:02d}"),
@@ -492,7 +487,7 @@ def _worker_pool(
         return None
     spec = WorkerSpec(
         view=worker_view(store),
-        scoring=cfg.scoring.model_dump(),
+        scoring=cfg.scoring,
         source=loaded.source,
         score_cache=str(scorer.cache.path) if scorer.cache is not None else None,
         agent_cache=str(store.path.parent / "agent-cache"),

@@ -34,18 +34,15 @@ from treesearch.agents.configs import (
     CommandConfig,
     LLMAgentConfig,
     MutationConfig,
-    Number,
     PatchConfig,
     PythonConfig,
     ScriptedConfig,
-    explain,
 )
 from treesearch.agents.llm.judge import JudgeConfig
 from treesearch.errors import AgentError, ConfigError
-from treesearch.scoring.spec import TestSpecConfig
+from treesearch.scoring.section import ScorerConfig
+from treesearch.validation import MAX_SECONDS, Number, explain, field_at, model_at
 
-MAX_SECONDS = 366 * 86400
-"""Upper bound of every time limit in a config (a year): larger values are typing slips."""
 MAX_COUNT = 10**9
 """Upper bound of every count in a config (steps, expansions, test runs, depth)."""
 MAX_TOKENS = 10**15
@@ -157,60 +154,12 @@ class OutputConfig(_Model):
     model_name: str = "treesearch"
 
 
-class ScoringConfig(_Model):
-    """How states are scored (see ``treesearch.scoring.Scorer``)."""
+class ScoringConfig(ScorerConfig):
+    """How states are scored: what the ``Scorer`` reads (``treesearch.scoring.ScorerConfig``)
+    and the value judge."""
 
-    search_tests: TestSpecConfig = TestSpecConfig()
-    """The tests that steer the search."""
-    grade_tests: TestSpecConfig | None = None
-    """Held-out tests that grade the final states (never seen by the search)."""
-    score: Any = "pass_fraction"
-    """Score function: a name or a ``{kind: name, ...params}`` mapping (checked by
-    ``scoring.make_score`` once the file is read)."""
-    grade_score: Any = None
-    """Score function of grade runs (default: ``score``)."""
-    cache_inputs: list[str] = Field(default_factory=list)
-    """Globs (relative to the workspace) of files whose content is part of the cache key."""
-    grade_files: dict[str, str] | None = None
-    """Held-out files laid over the grading copy: a path in the copy -> a file or folder outside
-    the workspace (checked by ``scoring.heldout.check_grade_files``)."""
-    warm: Literal["auto", "on", "off"] = "auto"
-    """pytest runs forked from a warm server (``scoring.warm``): ``auto`` where safe, the first
-    run checked against a cold one; ``on`` where safe, unchecked; ``off`` always cold."""
-    order: Literal["auto", "failing_first", "progress_first", "all"] = "auto"
-    """``failing_first``: a candidate first runs the tests its parent failed and stops at the
-    first still failing (a partial node), the rest only if they all pass; ``progress_first``:
-    all of them, the rest if any passes now; ``all``: full runs;
-    ``auto``: progress_first in a repair search (the root fails tests), else all
-    (``treesearch.scoring.order``)."""
-    per_test_timeout: (
-        Literal["auto", "off"] | Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
-    ) = "auto"
-    """Limit of each test's call phase: ``auto`` (max(2 s, 20 x its duration in the parent's
-    run)), ``off``, or seconds for every test (pytest only)."""
     judge: JudgeConfig | None = None
     """A model that rates each state beside its tests (``agents.llm.judge``; off by default)."""
-
-    @field_validator("search_tests", mode="before")
-    @classmethod
-    def _default_tests(cls, value: Any) -> Any:
-        return {} if value is None else value  # `search_tests:` with nothing: the defaults
-
-    @field_validator("warm", mode="before")
-    @classmethod
-    def _warm(cls, value: Any) -> Any:
-        # YAML 1.1 reads a bare `on`/`off` as true/false.
-        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
-
-    @field_validator("cache_inputs", mode="before")
-    @classmethod
-    def _inputs(cls, value: Any) -> Any:
-        from treesearch.scoring.envkey import check_cache_inputs
-
-        try:
-            return list(check_cache_inputs(value, "\0"))
-        except ConfigError as exc:
-            raise ValueError(str(exc).removeprefix("\0: ")) from None
 
 
 class StrategyKeys(BaseModel):
@@ -355,7 +304,7 @@ class Config(_Model):
                 "search.reproduce.strategy: the strategy that writes reproduction tests takes "
                 "no part in the search; add a strategy that fixes"
             )
-        if not self.scoring.search_tests.to_spec().is_pytest:
+        if not self.scoring.search_tests.is_pytest:
             raise ValueError(
                 "search.reproduce: scoring.search_tests must run pytest (the reproduction "
                 "tests join its run); its command does not"
@@ -494,7 +443,6 @@ def validate(
         raise ConfigError(_format(exc, blame)) from None
     for name, strat in cfg.strategies.items():
         _check_strategy(name, strat, blame(["strategies", name]))
-    _check_scoring(cfg, blame(["scoring"]))
     _check_policy_params(cfg, blame(["search", "params"]))
     return LoadedConfig(cfg, dict(raw), source, base_dir, overrides)
 
@@ -530,14 +478,15 @@ def _one_error(err: Any, blame: Any) -> str:
 
 
 def _field_message(err: dict[str, Any], model: type[BaseModel] | None) -> str | None:
-    """A strategy's agent field with a description: ``must be <description>, got ...``."""
-    loc = tuple(err["loc"])
-    if model is None or len(loc) != 3 or err["type"] in ("extra_forbidden", "missing"):
+    """A field with a description (a strategy's agent field, a test spec's):
+    ``must be <description>, got ...``."""
+    if err["type"] in ("extra_forbidden", "missing"):
         return None
-    field = model.model_fields.get(str(loc[2]))
+    root, loc = (model, tuple(err["loc"])[2:]) if model is not None else (Config, err["loc"])
+    field = field_at(root, loc)
     if field is None or not field.description:
         return None
-    return explain({**err, "loc": loc[2:]}, model)
+    return explain({**err, "loc": loc}, root)
 
 
 def _untag(err: dict[str, Any]) -> type[BaseModel] | None:
@@ -606,24 +555,13 @@ def _shown(value: Any) -> str:
 
 def _allowed_keys(loc: Sequence[Any], model: Any = None) -> list[str]:
     """The keys allowed at key path ``loc`` (``model``: a strategy's, for a path inside it)."""
-    if model is not None and len(loc) == 2 and loc[0] == "strategies":
-        return [f.alias or n for n, f in model.model_fields.items()]
-    model = Config
-    for part in loc:
-        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
-        if field is None:
-            return []
-        model = next(
-            (
-                a
-                for a in (field.annotation, *getattr(field.annotation, "__args__", ()))
-                if hasattr(a, "model_fields")
-            ),
-            None,
-        )
-    if not hasattr(model, "model_fields"):
+    if model is not None and len(loc) >= 2 and loc[0] == "strategies":
+        found = model_at(model, loc[2:])
+    else:
+        found = model_at(Config, loc)
+    if found is None:
         return []
-    return [f.alias or name for name, f in model.model_fields.items()]
+    return [f.alias or name for name, f in found.model_fields.items()]
 
 
 def _check_strategy(name: str, strat: Any, source: str) -> None:
@@ -643,17 +581,6 @@ def agent_config(strat: Any) -> dict[str, Any]:
     if isinstance(strat, (AgentConfig, CustomStrategy)):
         return strat.agent_config()
     return {k: v for k, v in strat.items() if k not in STRATEGY_KEYS}
-
-
-def _check_scoring(cfg: Config, source: str) -> None:
-    from treesearch.scoring import Scorer
-
-    try:
-        Scorer.from_config(cfg.scoring.model_dump(), source, where="scoring")
-    except ConfigError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any scoring setup problem is a config problem
-        raise ConfigError(f"{source}: scoring: {exc}") from None
 
 
 def _check_policy_params(cfg: Config, source: str) -> None:

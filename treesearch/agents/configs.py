@@ -12,46 +12,59 @@ config layer can use it without loading every agent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
     StrictBool,
     StrictInt,
     StrictStr,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
-from pydantic.types import Strict
 
 from treesearch.errors import AgentError
-from treesearch.scoring.spec import TestSpecConfig
+from treesearch.scoring.spec import TestSpec
+from treesearch.validation import Number, check_command, explain, shown
+
+if TYPE_CHECKING:
+    from treesearch.agents.llm.prompts import Prompts
 
 __all__ = [
+    "ACTIONS",
     "AGENT_MODELS",
     "STRATEGY_KEYS",
+    "Action",
     "AgentConfig",
     "CommandConfig",
+    "Finish",
+    "GiveUp",
     "LLMAgentConfig",
+    "List",
     "MutationConfig",
     "PatchConfig",
     "PythonConfig",
+    "Read",
+    "Replace",
+    "Run",
     "ScriptedConfig",
+    "Write",
     "agent_error",
     "agent_kwargs",
-    "explain",
+    "parse_steps",
 ]
 
 STRATEGY_KEYS = ("max_steps", "timeout", "samples", "description")
 """Strategy-level keys the controller uses; the rest of a strategy's mapping configures its agent."""
-
-Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
-"""A finite number (an int is taken as a float; true/false and strings are refused)."""
 
 
 class AgentConfig(BaseModel):
@@ -78,31 +91,6 @@ class AgentConfig(BaseModel):
         """The agent's part as plain data with its ``kind`` (``build_agent`` reads it back)."""
         data = self.model_dump(mode="json", by_alias=True, exclude=set(self.shadowed))
         return {"kind": self.kind, **{k: v for k, v in data.items() if k != "kind"}}
-
-
-def _describe(model: type[BaseModel], name: str) -> str | None:
-    field = model.model_fields.get(name)
-    return field.description if field is not None else None
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def explain(err: Mapping[str, Any], model: type[BaseModel]) -> str:
-    """What is wrong, for one pydantic error of ``model`` (without the field's path)."""
-    kind, msg, loc = err["type"], str(err["msg"]), tuple(err["loc"])
-    desc = _describe(model, str(loc[0])) if len(loc) == 1 else None
-    if kind == "missing":
-        return f"is required: {desc}" if desc else "is required"
-    if kind == "extra_forbidden":
-        return "unknown field"
-    if kind in ("value_error", "assertion_error"):
-        return msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    if desc:
-        return f"must be {desc}, got {_shown(err.get('input'))}"
-    return f"{msg[:1].lower()}{msg[1:]}, got {_shown(err.get('input'))}"
 
 
 def agent_error(kind: str, exc: ValidationError, model: type[BaseModel]) -> AgentError:
@@ -139,62 +127,130 @@ def agent_kwargs(model: type[AgentConfig], config: Mapping[str, Any]) -> dict[st
 # --- scripted ---------------------------------------------------------------------------------
 
 
-_ACTIONS: dict[str, dict[str, tuple[type | tuple[type, ...], str]]] = {
-    "run": {
-        "run": (str, "a shell command (string)"),
-        "timeout": ((int, float), "seconds > 0"),
-        "check": (bool, "true (exit code 0 required, default) or false"),
-    },
-    "write": {"write": (str, "a workspace-relative path"), "content": (str, "the file text")},
-    "replace": {
-        "replace": (str, "a workspace-relative path"),
-        "old": (str, "text that occurs exactly once"),
-        "new": (str, "its replacement"),
-        "check": (bool, "true (the text must be there, default) or false (no match: no change)"),
-    },
-    "read": {"read": (str, "a workspace-relative path")},
-    "list": {"list": (str, "a workspace-relative folder")},
-    "finish": {"finish": (str, "the reason (text)")},
-    "give_up": {"give_up": (str, "the reason (text)")},
+class Action(BaseModel):
+    """One entry of a scripted agent's ``steps``: a single action key (the subclass's
+    ``action``) with its fields; each field's description is what a bad value is told."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    action: ClassVar[str]
+    """The key that names the action."""
+
+    say: StrictStr | None = Field(None, description="assistant text recorded with the call")
+
+    @property
+    def target(self) -> str:
+        """The action key's value (a path, a command or a reason)."""
+        return str(getattr(self, self.action))
+
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+
+
+class Run(Action):
+    """``{"run": "pytest -x", "timeout": 30, "check": true}``: a shell command."""
+
+    action: ClassVar[str] = "run"
+    run: StrictStr = Field(description="a shell command (string)")
+    timeout: Number | None = Field(None, gt=0, description="seconds > 0")
+    check: StrictBool = Field(True, description="true (exit code 0 required, default) or false")
+
+
+class Write(Action):
+    """``{"write": "src/a.py", "content": "..."}``: create or overwrite a file."""
+
+    action: ClassVar[str] = "write"
+    write: StrictStr = Field(description="a workspace-relative path")
+    content: StrictStr = Field(description="the file text")
+
+
+class Replace(Action):
+    """``{"replace": "src/a.py", "old": "x = 1", "new": "x = 2"}``: one exact match."""
+
+    action: ClassVar[str] = "replace"
+    replace: StrictStr = Field(description="a workspace-relative path")
+    old: StrictStr = Field(description="text that occurs exactly once")
+    new: StrictStr = Field(description="its replacement")
+    check: StrictBool = Field(
+        True, description="true (the text must be there, default) or false (no match: no change)"
+    )
+
+
+class Read(Action):
+    """``{"read": "src/a.py"}``: read a file (an observation only)."""
+
+    action: ClassVar[str] = "read"
+    read: StrictStr = Field(description="a workspace-relative path")
+
+
+class List(Action):
+    """``{"list": "src"}``: list a folder."""
+
+    action: ClassVar[str] = "list"
+    list: StrictStr = Field(description="a workspace-relative folder")
+
+
+class Finish(Action):
+    """``{"finish": "why"}``: stop, finished."""
+
+    action: ClassVar[str] = "finish"
+    finish: StrictStr = Field(description="the reason (text)")
+
+
+class GiveUp(Action):
+    """``{"give_up": "why"}``: stop, gave up."""
+
+    action: ClassVar[str] = "give_up"
+    give_up: StrictStr = Field(description="the reason (text)")
+
+
+ACTIONS: dict[str, type[Action]] = {
+    a.action: a for a in (Run, Write, Replace, Read, List, Finish, GiveUp)
 }
-_COMMON = {"say": (str, "assistant text recorded with the call")}
+"""The scripted agent's actions by key."""
 
 
-def check_action(n: int, entry: Any) -> str:
-    """The action of step entry ``n``, or ``AgentError`` naming the entry and its bad field."""
-    where = f"scripted agent: steps[{n}]"
+def parse_steps(steps: Any) -> list[Action]:
+    """Scripted steps as ``Action`` models (those given as models are kept); ``ValueError``
+    names the first bad entry, its field and what is allowed."""
+    if not isinstance(steps, Sequence) or isinstance(steps, str):
+        raise ValueError(f"must be a list of actions, got {shown(steps)}")
+    return [_step(n, entry) for n, entry in enumerate(steps)]
+
+
+def _step(n: int, entry: Any) -> Action:
+    if isinstance(entry, Action):
+        return entry
+    where = f"steps[{n}]"
     if not isinstance(entry, Mapping):
-        raise AgentError(f"{where} must be a mapping, got {type(entry).__name__}")
-    actions = [k for k in entry if k in _ACTIONS]
-    if len(actions) != 1:
-        raise AgentError(
-            f"{where} must hold exactly one action of {', '.join(_ACTIONS)}; got {sorted(entry)}"
+        raise ValueError(f"{where} must be a mapping, got {type(entry).__name__}")
+    keys = [k for k in entry if k in ACTIONS]
+    if len(keys) != 1:
+        raise ValueError(
+            f"{where} must hold exactly one action of {', '.join(ACTIONS)}; got {sorted(entry)}"
         )
-    action = actions[0]
-    allowed = {**_ACTIONS[action], **_COMMON}
-    for key, value in entry.items():
-        if key not in allowed:
-            names = ", ".join(sorted(allowed))
-            raise AgentError(
-                f"{where}: unknown field {key!r} for a {action!r} action; allowed: {names}"
-            )
-        kind, what = allowed[key]
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise AgentError(f"{where}: field {key!r} must be {what}, got {value!r:.80}")
-    if action == "write" and "content" not in entry:
-        raise AgentError(f"{where}: a 'write' action needs 'content'")
-    if action == "replace" and not ("old" in entry and "new" in entry):
-        raise AgentError(f"{where}: a 'replace' action needs 'old' and 'new'")
-    if "timeout" in entry and entry["timeout"] <= 0:
-        raise AgentError(f"{where}: field 'timeout' must be > 0 seconds")
-    return action
+    model = ACTIONS[keys[0]]
+    try:
+        return model.model_validate(entry)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+    field = str(err["loc"][0])
+    if err["type"] == "extra_forbidden":
+        names = ", ".join(sorted(model.model_fields))
+        raise ValueError(
+            f"{where}: unknown field {field!r} for a {keys[0]!r} action; allowed: {names}"
+        )
+    if err["type"] == "missing":
+        raise ValueError(f"{where}: a {keys[0]!r} action needs {field!r}")
+    raise ValueError(f"{where}: field {field!r} {explain(err, model)}")
 
 
 class ScriptedConfig(AgentConfig):
     """``scripted``: a fixed list of actions (``treesearch.agents.scripted``)."""
 
     kind: Literal["scripted"] = "scripted"
-    steps: list[Any] = Field(
+    steps: list[SerializeAsAny[Action]] = Field(
         description="a list of actions (run/write/replace/read/list/finish/give_up)"
     )
     rollback_on_error: StrictBool = Field(True, description="true (default) or false")
@@ -202,15 +258,10 @@ class ScriptedConfig(AgentConfig):
         2000, gt=0, description="an integer > 0 (transcript excerpt length)"
     )
 
-    @field_validator("steps")
+    @field_validator("steps", mode="before")
     @classmethod
-    def _actions(cls, steps: list[Any]) -> list[Any]:
-        for n, entry in enumerate(steps):
-            try:
-                check_action(n, entry)
-            except AgentError as exc:
-                raise ValueError(str(exc).removeprefix("scripted agent: ")) from None
-        return steps
+    def _actions(cls, steps: Any) -> list[Action]:
+        return parse_steps(steps)
 
 
 # --- patch ------------------------------------------------------------------------------------
@@ -255,7 +306,7 @@ class CommandConfig(AgentConfig):
     """``command``: an external agent CLI run in the workspace (``treesearch.agents.command``)."""
 
     kind: Literal["command"] = "command"
-    command: str | list[str] = Field(
+    command: Annotated[str | list[str], BeforeValidator(check_command)] = Field(
         description="an argv list of strings or a shell command string "
         "({task}, {feedback}, {workspace}, {max_steps} are replaced)"
     )
@@ -270,17 +321,6 @@ class CommandConfig(AgentConfig):
         None, description="a mapping with cpu_seconds, memory_bytes, file_size_bytes, open_files"
     )
     tail_chars: StrictInt = Field(4000, gt=0, description="an integer > 0")
-
-    @field_validator("command", mode="before")
-    @classmethod
-    def _command(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            if not value.strip():
-                raise ValueError("must not be empty")
-            return value
-        if not isinstance(value, list) or not value or not all(isinstance(c, str) for c in value):
-            raise ValueError("must be a shell command string or a non-empty list of strings")
-        return value
 
     @field_validator("env", mode="before")
     @classmethod
@@ -344,7 +384,11 @@ class PythonConfig(AgentConfig):
 
 
 class LLMAgentConfig(AgentConfig):
-    """``llm``: a model behind an OpenAI-compatible API (``treesearch.agents.llm``)."""
+    """``llm``: a model behind an OpenAI-compatible API (``treesearch.agents.llm``); the
+    ``LLMAgent`` takes this model itself. The API key is read from ``api_key_env`` when a request
+    is sent and is never recorded; ``extra_body`` is part of the response cache's key; a
+    ``Retry-After`` header wins over ``retry_backoff``; ``request_timeout`` is cut further by the
+    run's own deadline."""
 
     kind: Literal["llm"] = "llm"
     model: StrictStr = Field(description="the model name the server knows (required)")
@@ -425,7 +469,7 @@ class LLMAgentConfig(AgentConfig):
     instructions: StrictStr = Field(
         "", description="strategy guidance put in the system prompt's {instructions}"
     )
-    prompts: dict[str, Any] | None = Field(
+    prompts: dict[str, str] | None = Field(
         None,
         description="templates overriding the defaults: system, task, feedback, siblings, text_mode",
     )
@@ -443,7 +487,9 @@ class LLMAgentConfig(AgentConfig):
     @classmethod
     def _not_blank(cls, value: str | None, info: Any) -> str | None:
         if value is not None and not value.strip():
-            raise ValueError(f"must be {_describe(cls, info.field_name)}, got {value!r}")
+            raise ValueError(
+                f"must be {cls.model_fields[info.field_name].description}, got {value!r}"
+            )
         return value
 
     @field_validator("extra_body")
@@ -478,16 +524,25 @@ class LLMAgentConfig(AgentConfig):
             raise ValueError("'replay: true' needs a cache (it is set to false)")
         return self
 
-    def agent_kwargs(self) -> dict[str, Any]:
-        from treesearch.agents.llm.config import LLMConfig
+    @property
+    def templates(self) -> Prompts:
+        """The prompt templates: the defaults with ``prompts`` laid over them."""
         from treesearch.agents.llm.prompts import Prompts
 
-        kw = self.fields()
-        cache = kw.pop("cache")
-        kw["use_cache"] = cache is not False
-        kw["cache"] = Path(cache).expanduser() if isinstance(cache, str) else None
-        kw["prompts"] = Prompts.from_config(kw["prompts"])
-        return {"config": LLMConfig(**kw)}
+        return Prompts(**(self.prompts or {}))
+
+    @property
+    def use_cache(self) -> bool:
+        """False when the config says ``cache: false``: every request is sent."""
+        return self.cache is not False
+
+    @property
+    def cache_folder(self) -> Path | None:
+        """The response cache folder; ``None``: ``<cache_dir>/llm-cache`` (if there is one)."""
+        return Path(self.cache).expanduser() if isinstance(self.cache, str) else None
+
+    def agent_kwargs(self) -> dict[str, Any]:
+        return {"config": self}
 
 
 # --- mutation ---------------------------------------------------------------------------------
@@ -550,7 +605,7 @@ class MutationConfig(AgentConfig):
         default_factory=list,
         description="a list of path globs never mutated (test files are always left out)",
     )
-    tests: TestSpecConfig | None = Field(
+    tests: TestSpec | None = Field(
         None,
         description="a test spec mapping (command, timeout, env, ...) used when the search gives "
         "none",
@@ -596,8 +651,6 @@ class MutationConfig(AgentConfig):
 
     def agent_kwargs(self) -> dict[str, Any]:
         kw = {k: v for k, v in self.fields().items() if v is not None}
-        if self.tests is not None:
-            kw["tests"] = self.tests.to_spec()
         return kw
 
 

@@ -33,31 +33,40 @@ from treesearch.agents import (
     AgentResult,
     AgentStatus,
 )
-from treesearch.agents.configs import ScriptedConfig, agent_kwargs, check_action
-from treesearch.errors import SessionError
+from treesearch.agents.configs import (
+    Action,
+    Finish,
+    GiveUp,
+    Read,
+    Replace,
+    Run,
+    ScriptedConfig,
+    Write,
+    agent_kwargs,
+    parse_steps,
+)
+from treesearch.errors import AgentError, SessionError
 from treesearch.session import SessionDeadlineError, ToolCall
 
 __all__ = ["ScriptedAgent"]
 
 
-def _call(n: int, action: str, entry: Mapping[str, Any]) -> ToolCall:
+def _call(n: int, step: Action) -> ToolCall:
     cid = f"scripted-{n}"
-    if action == "run":
-        args: dict[str, Any] = {"command": entry["run"]}
-        if "timeout" in entry:
-            args["timeout"] = entry["timeout"]
+    if isinstance(step, Run):
+        args: dict[str, Any] = {"command": step.run}
+        if step.timeout is not None:
+            args["timeout"] = step.timeout
         return ToolCall(cid, "run", args)
-    if action == "write":
-        return ToolCall(cid, "write_file", {"path": entry["write"], "content": entry["content"]})
-    if action == "replace":
+    if isinstance(step, Write):
+        return ToolCall(cid, "write_file", {"path": step.write, "content": step.content})
+    if isinstance(step, Replace):
         return ToolCall(
-            cid,
-            "replace_in_file",
-            {"path": entry["replace"], "old": entry["old"], "new": entry["new"]},
+            cid, "replace_in_file", {"path": step.replace, "old": step.old, "new": step.new}
         )
-    if action == "read":
-        return ToolCall(cid, "read_file", {"path": entry["read"]})
-    return ToolCall(cid, "list_dir", {"path": entry["list"]})
+    if isinstance(step, Read):
+        return ToolCall(cid, "read_file", {"path": step.read})
+    return ToolCall(cid, "list_dir", {"path": step.target})
 
 
 class ScriptedAgent:
@@ -67,14 +76,19 @@ class ScriptedAgent:
 
     def __init__(
         self,
-        steps: Sequence[Mapping[str, Any]],
+        steps: Sequence[Mapping[str, Any] | Action],
         *,
         rollback_on_error: bool = True,
         observation_chars: int = 2000,
     ) -> None:
-        """``steps``: the actions; ``rollback_on_error``: undo a failing action's step on disk;
-        ``observation_chars``: how much of each observation goes into the transcript."""
-        self._actions = [(check_action(n, e), dict(e)) for n, e in enumerate(steps)]
+        """``steps``: the actions (mappings, checked now, or ``Action`` models, as
+        ``ScriptedConfig`` validated them); ``rollback_on_error``: undo a failing action's step
+        on disk; ``observation_chars``: how much of each observation goes into the transcript.
+        ``AgentError`` names a bad step."""
+        try:
+            self._steps = parse_steps(steps)
+        except ValueError as exc:
+            raise AgentError(f"scripted agent: {exc}") from None
         self.rollback_on_error = rollback_on_error
         self.observation_chars = observation_chars
 
@@ -93,23 +107,23 @@ class ScriptedAgent:
         def done(status: AgentStatus, reason: str | None = None) -> AgentResult:
             return AgentResult(status, used, AgentCost(time.monotonic() - t0), transcript, reason)
 
-        for n, (action, entry) in enumerate(self._actions):
-            if action in ("finish", "give_up"):
-                transcript.append({"event": action, "entry": n, "reason": entry[action]})
+        for n, entry in enumerate(self._steps):
+            action = entry.action
+            if isinstance(entry, (Finish, GiveUp)):
+                transcript.append({"event": action, "entry": n, "reason": entry.target})
                 status = AgentStatus.FINISHED if action == "finish" else AgentStatus.GAVE_UP
-                return done(status, entry[action] or None)
+                return done(status, entry.target or None)
             if used >= ctx.max_steps:
                 return done(
                     AgentStatus.LIMIT_REACHED,
-                    f"max_steps={ctx.max_steps} reached "
-                    f"with {len(self._actions) - n} action(s) left",
+                    f"max_steps={ctx.max_steps} reached with {len(self._steps) - n} action(s) left",
                 )
-            check = bool(entry.get("check", True))
-            call = _call(n, action, entry)
+            check = entry.check if isinstance(entry, (Run, Replace)) else True
+            call = _call(n, entry)
             try:
                 step = ctx.session.step(
                     [call],
-                    content=entry.get("say"),
+                    content=entry.say,
                     rollback_on_error=self.rollback_on_error and check,
                 )
             except SessionDeadlineError:
@@ -138,11 +152,11 @@ class ScriptedAgent:
                     first = f"timed out ({first})"
                 return done(
                     AgentStatus.FAILED,
-                    f"action {n} ({action} {_target(entry, action)}) failed: {first}",
+                    f"action {n} ({action} {_target(entry)}) failed: {first}",
                 )
         return done(AgentStatus.FINISHED)
 
 
-def _target(entry: Mapping[str, Any], action: str) -> str:
-    value = str(entry.get(action, ""))
+def _target(entry: Action) -> str:
+    value = entry.target
     return repr(value if len(value) <= 60 else value[:57] + "...")

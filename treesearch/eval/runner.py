@@ -468,7 +468,7 @@ def _passes_with_gold(
 ) -> dict[str, bool] | None:
     """Kept reproduction file -> whether it passes on the base commit with the gold patch
     (``None`` when that tree cannot be made)."""
-    from treesearch.scoring.spec import TestSpecConfig
+    from treesearch.scoring.spec import TestSpec
     from treesearch.search.reproduce import check_file
 
     gold = scratch / "gold" / name
@@ -477,7 +477,7 @@ def _passes_with_gold(
         apply_patch(gold, inst.patch)
     except (_NoBase, PatchError, TreesearchError):
         return None
-    spec = TestSpecConfig(**(raw.get("scoring") or {}).get("search_tests", {})).to_spec()
+    spec = TestSpec(**(raw.get("scoring") or {}).get("search_tests", {}))
     out: dict[str, bool] = {}
     for k in repro.get("kept", []):
         kept, reason, _run = check_file(folder / str(k["file"]), gold, spec)

@@ -49,7 +49,7 @@ from typing import Any
 
 from treesearch import lifecycle
 from treesearch.errors import ConfigError
-from treesearch.scoring.probe import ORDER_ENV, _isolated
+from treesearch.scoring.probe import ORDER_ENV, unsupported
 from treesearch.scoring.results import (
     SUMMARY,
     Outcome,
@@ -62,6 +62,7 @@ from treesearch.scoring.results import (
 from treesearch.scoring.runner import run_tests
 from treesearch.scoring.spec import TestSpec
 from treesearch.scoring.warm import WarmRunner
+from treesearch.validation import MAX_SECONDS
 
 ORDERS = ("auto", "failing_first", "progress_first", "all")
 """Values of ``scoring.order``."""
@@ -101,7 +102,7 @@ class PerTestTimeout:
             isinstance(value, (int, float))
             and not isinstance(value, bool)
             and math.isfinite(value)
-            and 0 < value <= 366 * 86400
+            and 0 < value <= MAX_SECONDS
         ):
             return cls("fixed", float(value))
         raise ConfigError(f"{at}: must be auto, off or a positive number of seconds, got {value!r}")
@@ -110,21 +111,12 @@ class PerTestTimeout:
         return self.seconds if self.mode == "fixed" and self.seconds is not None else self.mode
 
 
-def supports(spec: TestSpec) -> bool:
-    """True when runs of ``spec`` can load the ``pytest_order`` plugin."""
-    return spec.is_pytest and not _isolated(spec.command)
-
-
 def check_supported(spec: TestSpec, order: str, limit: PerTestTimeout, at: str) -> None:
     """An explicit ``failing_first`` or fixed per-test limit that the spec cannot honour is a
     config error (``auto`` quietly falls back to full runs without limits)."""
-    if supports(spec):
+    why = unsupported(spec)
+    if why is None:
         return
-    why = (
-        "it needs a pytest command"
-        if not spec.is_pytest
-        else "the command's Python ignores PYTHONPATH (-I or -E), so the plugin cannot load"
-    )
     if order in ("failing_first", "progress_first"):
         raise ConfigError(f"{at}.order: {order}: {why} (use auto or all)")
     if limit.mode == "fixed":
@@ -238,7 +230,7 @@ def run_ordered(
         if timeouts:
             cfg["timeouts"] = dict(timeouts)
         (tmp / "order.json").write_text(json.dumps(cfg), encoding="utf-8")
-        used = replace(spec, env={**spec.env, ORDER_ENV: str(tmp / "order.json")})
+        used = spec.model_copy(update={"env": {**spec.env, ORDER_ENV: str(tmp / "order.json")}})
         run = run_tests(used, workspace, warm=warm)
         report = _read_report(tmp / "report.json")
     if report is not None and (report.timed_out or report.aborted):

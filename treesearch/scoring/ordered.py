@@ -12,6 +12,7 @@ from treesearch.scoring import order as O
 from treesearch.scoring.cache import worth_caching
 from treesearch.scoring.envkey import environment_key
 from treesearch.scoring.grading import ScoreFunction, scored
+from treesearch.scoring.probe import supports
 from treesearch.scoring.results import Partial, ScoreResult, TestRun
 from treesearch.scoring.runner import recheck_changed
 from treesearch.scoring.spec import TestSpec
@@ -27,7 +28,7 @@ def screens(scorer: Scorer) -> bool:
     wanted = scorer.order in ("failing_first", "progress_first") or (
         scorer.order == "auto" and bool(scorer.repair)
     )
-    return wanted and O.supports(scorer.search_spec)
+    return wanted and supports(scorer.search_spec)
 
 
 def screen_for(scorer: Scorer, parent: TestRun | None) -> tuple[str, ...]:
@@ -40,7 +41,7 @@ def limits_for(
 ) -> dict[str, Any] | None:
     """The per-test limits of a run whose parent is ``parent`` (``None``: no limit)."""
     policy = scorer.per_test_timeout
-    if policy.mode == "off" or not O.supports(scorer.search_spec):
+    if policy.mode == "off" or not supports(scorer.search_spec):
         return None
     measured = O.durations(parent)
     if policy.mode == "auto" and not measured and parent is not None:
@@ -152,7 +153,7 @@ def _keep(
 
 def _clipped(spec: TestSpec, time_limit: float | None) -> TestSpec:
     if time_limit is not None and time_limit < spec.timeout:
-        return replace(spec, timeout=max(time_limit, 0.01))
+        return spec.model_copy(update={"timeout": max(time_limit, 0.01)})
     return spec
 
 

@@ -15,10 +15,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from treesearch._atomic import write_text
 from treesearch.scoring import pytest_probe
 from treesearch.scoring._words import shell_words
+
+if TYPE_CHECKING:
+    from treesearch.scoring.spec import TestSpec
 
 MODULE = "_treesearch_pytest_probe"
 """Module name the plugin is loaded under."""
@@ -164,3 +168,17 @@ def interrupt_banner(output: str) -> str:
     """What pytest's ``!!! ... !!!`` banner says cut the session short (empty if none)."""
     found = _INTERRUPT_BANNER.search(output)
     return found.group("what").strip() if found else ""
+
+
+def supports(spec: TestSpec) -> bool:
+    """True when runs of ``spec`` can load the ``pytest_order`` plugin."""
+    return spec.is_pytest and not _isolated(spec.command)
+
+
+def unsupported(spec: TestSpec) -> str | None:
+    """Why ``spec`` cannot run a screen or per-test limits (``None``: it can)."""
+    if supports(spec):
+        return None
+    if not spec.is_pytest:
+        return "it needs a pytest command"
+    return "the command's Python ignores PYTHONPATH (-I or -E), so the plugin cannot load"

@@ -7,9 +7,10 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from treesearch import lifecycle
 from treesearch.errors import ConfigError, ScoringError
@@ -20,27 +21,14 @@ from treesearch.scoring.envkey import Memo, check_cache_inputs, environment_key
 from treesearch.scoring.grading import ScoreFunction, make_score, scored
 from treesearch.scoring.results import ScoreResult, TestRun
 from treesearch.scoring.runner import recheck_changed, run_tests
+from treesearch.scoring.section import ScorerConfig
 from treesearch.scoring.spec import TestSpec
 from treesearch.scoring.warm import WARM_MODES, WarmRunner
 from treesearch.types import SnapshotStore
+from treesearch.validation import config_error
 
 ScoreLike = str | Mapping[str, Any] | ScoreFunction
 """A score function, its registry name, or a ``{kind: name, ...params}`` mapping."""
-
-_SCORER_KEYS = (
-    "search_tests",
-    "grade_tests",
-    "score",
-    "grade_score",
-    "cache_inputs",
-    "grade_files",
-    "warm",
-    "order",
-    "per_test_timeout",
-    "judge",
-)
-"""``grade_files`` is read by ``heldout.check_grade_files`` (the app), ``judge`` by the search
-(``agents.llm.judge``), not by ``Scorer``: a whole ``scoring`` section is accepted."""
 
 
 class Scorer:
@@ -121,64 +109,29 @@ class Scorer:
     @classmethod
     def from_config(
         cls,
-        d: Mapping[str, Any] | None,
+        d: ScorerConfig | Mapping[str, Any] | None,
         source: str = "<config>",
         *,
         where: str = "scoring",
         cache: ScoreCache | None = None,
     ) -> Scorer:
-        """Build from a config section with keys ``search_tests`` (a ``TestSpec`` mapping),
-        ``grade_tests`` (optional, held out), ``score`` and ``grade_score`` (a name or a
-        ``{kind: ...}`` mapping; ``grade_score`` defaults to ``score``) and ``cache_inputs``
-        (a list of globs relative to the workspace) and ``warm`` (``auto``, the default, ``on``
-        or ``off``: see ``treesearch.scoring.warm``)."""
-        at = f"{source}: {where}" if where else source
-        if d is None:
-            d = {}
-        if not isinstance(d, Mapping):
-            raise ConfigError(f"{at}: must be a mapping, got {type(d).__name__}")
-        unknown = sorted(str(k) for k in d if k not in _SCORER_KEYS)
-        if unknown:
-            raise ConfigError(
-                f"{at}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(_SCORER_KEYS)}"
-            )
-
-        def key(name: str) -> str:
-            return f"{where}.{name}" if where else name
-
-        search = TestSpec.from_config(d.get("search_tests"), source, where=key("search_tests"))
-        grade = (
-            TestSpec.from_config(d["grade_tests"], source, where=key("grade_tests"))
-            if d.get("grade_tests") is not None
-            else None
-        )
-        score = make_score(d.get("score", "pass_fraction"), source=source, where=key("score"))
-        grade_score = (
-            make_score(d["grade_score"], source=source, where=key("grade_score"))
-            if d.get("grade_score") is not None
-            else None
-        )
-        inputs = check_cache_inputs(d.get("cache_inputs"), f"{source}: {key('cache_inputs')}")
-        warm = d.get("warm", "auto")
-        if isinstance(warm, bool):  # YAML 1.1 reads a bare `on`/`off` as true/false
-            warm = "on" if warm else "off"
-        if warm not in WARM_MODES:
-            raise ConfigError(f"{at}.warm: must be one of {', '.join(WARM_MODES)}, got {warm!r}")
-        order = O.check_order(d.get("order", "auto"), f"{source}: {key('order')}")
-        limit = O.PerTestTimeout.parse(
-            d.get("per_test_timeout", "auto"), f"{source}: {key('per_test_timeout')}"
-        )
-        O.check_supported(search, order, limit, f"{source}: {where or 'scoring'}")
+        """Build from a validated ``scoring`` section, or from a mapping validated now
+        (``ConfigError`` names ``source``, the key path below ``where`` and what is allowed)."""
+        if not isinstance(d, ScorerConfig):
+            try:
+                d = ScorerConfig.model_validate({} if d is None else d)
+            except ValidationError as exc:
+                raise config_error(exc, ScorerConfig, source, where) from None
         return cls(
-            search,
-            score,
-            grade,
+            d.search_tests,
+            d.score,
+            d.grade_tests,
             cache,
-            grade_score=grade_score,
-            cache_inputs=inputs,
-            order=order,
-            per_test_timeout=limit,
-            warm=warm,
+            grade_score=d.grade_score,
+            cache_inputs=d.cache_inputs,
+            order=d.order,
+            per_test_timeout=d.per_test_timeout,
+            warm=d.warm,
         )
 
     def score(
@@ -276,7 +229,7 @@ class Scorer:
         cached = run is not None
         if run is None:
             used = (
-                replace(spec, timeout=max(time_limit, 0.01))
+                spec.model_copy(update={"timeout": max(time_limit, 0.01)})
                 if time_limit is not None and limited
                 else spec
             )

@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import PurePosixPath
-from types import MappingProxyType
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    field_validator,
+)
 
-from treesearch.errors import ConfigError
 from treesearch.scoring._words import shell_words
+from treesearch.validation import MAX_SECONDS, Number, check_command, config_error, shown
 
 DEFAULT_COMMAND = "python -m pytest -q"
 DEFAULT_TIMEOUT = 600.0
-RUNNERS = ("auto", "pytest", "generic")
 
 # Bump when the runner changes in a way that changes results for the same spec and tree:
 # cached runs of older versions are then ignored.
@@ -30,50 +34,81 @@ _RUNNER_VERSION = 2
 _PYTEST_WORD = re.compile(r"^py\.?test(-?\d+(\.\d+)*)?$")
 
 
-@dataclass(frozen=True)
-class TestSpec:
-    """How to run a test suite in a workspace. Built by ``from_config`` or directly."""
+class TestSpec(BaseModel):
+    """How to run a test suite in a workspace: the ``scoring.search_tests`` and
+    ``scoring.grade_tests`` sections and a mutation agent's ``tests``, or built directly (the
+    same checks either way: ``from_config`` says a bad value as a ``ConfigError``, the
+    constructor as pydantic's ``ValidationError``). Each field's description is what a bad
+    value is told."""
 
     __test__ = False  # not a pytest test class
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    command: str | Sequence[str] = DEFAULT_COMMAND
+    command: Annotated[str | tuple[str, ...], BeforeValidator(check_command)] = DEFAULT_COMMAND
     """The test command: a string runs through ``/bin/sh -c``; a tuple is an argument vector."""
-    cwd: str = "."
+    cwd: Annotated[str, Strict()] = Field(
+        ".", description="a relative path inside the workspace (no leading / and no ..)"
+    )
     """Working directory, relative to the workspace (must stay inside it)."""
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: Number = Field(
+        DEFAULT_TIMEOUT,
+        gt=0,
+        le=MAX_SECONDS,
+        description=f"a positive number of seconds up to {MAX_SECONDS} (a year)",
+    )
     """Seconds before the whole process group is ended and the run is a TIMEOUT."""
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="a mapping of variable names to strings (numbers are taken as their text)",
+    )
     """Extra environment variables, on top of the inherited environment."""
-    junit_xml: str | None = None
+    junit_xml: Annotated[str, Strict(), Field(min_length=1)] | None = Field(
+        None, description="a file path (relative to cwd) or null"
+    )
     """Path of the JUnit XML report the command writes (relative to ``cwd``). Leave unset for
     pytest: the runner then adds ``--junitxml`` with a temporary file outside the workspace.
     Whatever was at this path before the run is put back afterwards (never read as a result)."""
-    tests: Sequence[str] = ()
+    tests: tuple[Annotated[str, Strict(), Field(min_length=1)], ...] = Field(
+        (), description="a list of test ids (non-empty strings)"
+    )
     """Explicit test ids to run, appended (shell-quoted) to the end of the command line
     (pytest node ids for pytest)."""
-    reruns: int = 0
+    reruns: Annotated[int, Strict()] = Field(0, ge=0, le=20, description="an integer from 0 to 20")
     """Re-run tests whose outcome differs from the parent's this many times; a test whose
     outcome flips across the re-runs is marked flaky."""
-    runner: str = "auto"
+    runner: Literal["auto", "pytest", "generic"] = Field(
+        "auto", description="one of auto, pytest, generic"
+    )
     """``pytest`` (add ``--junitxml`` and friends), ``generic`` (run as is; read ``junit_xml``
     if set, else only the exit code) or ``auto`` (pytest when the command invokes pytest)."""
 
-    def __post_init__(self) -> None:
-        # Direct construction gets the same checks as a config file.
-        _command(self.command, "TestSpec.command")
-        _cwd(self.cwd, "TestSpec.cwd")
-        _timeout(self.timeout, "TestSpec.timeout")
-        _junit(self.junit_xml, "TestSpec.junit_xml")
-        _tests(self.tests, "TestSpec.tests")
-        _reruns(self.reruns, "TestSpec.reruns")
-        _runner(self.runner, "TestSpec.runner")
-        # Normalise the containers so that equal specs compare (and fingerprint) equal.
-        if not isinstance(self.command, str):
-            object.__setattr__(self, "command", tuple(self.command))
-        env = _env(self.env, "TestSpec.env")
-        object.__setattr__(self, "env", MappingProxyType(dict(sorted(env.items()))))
-        object.__setattr__(self, "timeout", float(self.timeout))
-        object.__setattr__(self, "tests", tuple(self.tests))
+    @field_validator("cwd")
+    @classmethod
+    def _cwd(cls, value: str) -> str:
+        path = PurePosixPath(value)
+        if not value or path.is_absolute() or ".." in path.parts:
+            raise ValueError(
+                "must be a relative path inside the workspace (no leading / and no ..), "
+                f"got {value!r}"
+            )
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value  # pydantic says it must be a mapping
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            if not isinstance(k, str) or not k or "=" in k or "\0" in k:
+                raise ValueError(f"invalid variable name {k!r}")
+            # YAML reads `PYTHONHASHSEED: 0` as a number; numbers are taken as their text.
+            if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+                raise ValueError(f"{k}: must be a string or a number, got {shown(v)}")
+            if isinstance(v, str) and "\0" in v:
+                raise ValueError(f"{k}: must not contain NUL")
+            out[k] = str(v)
+        return dict(sorted(out.items()))  # equal specs compare and fingerprint equal
 
     def __hash__(self) -> int:
         return hash(self.fingerprint())
@@ -137,180 +172,7 @@ class TestSpec:
     ) -> TestSpec:
         """Build a spec from a config mapping; ``ConfigError`` names source, key and what is
         allowed. ``where`` is the key path of ``d`` inside the file (for messages)."""
-        if d is None:
-            d = {}
-        if not isinstance(d, Mapping):
-            raise ConfigError(f"{_at(source, where)}: must be a mapping, got {_kind(d)}")
-        unknown = sorted(str(k) for k in d if k not in _KEYS)
-        if unknown:
-            raise ConfigError(
-                f"{_at(source, where)}: unknown key(s) {', '.join(unknown)}; "
-                f"allowed: {', '.join(_KEYS)}"
-            )
-        kwargs: dict[str, Any] = {}
-        for key in _KEYS:
-            if key in d:
-                kwargs[key] = _KEYS[key](d[key], _at(source, _join(where, key)))
-        return cls(**kwargs)
-
-
-def _at(source: str, where: str) -> str:
-    return f"{source}: {where}" if where else source
-
-
-def _join(where: str, key: str) -> str:
-    return f"{where}.{key}" if where else key
-
-
-def _kind(value: object) -> str:
-    return f"{type(value).__name__} {value!r}"[:120]
-
-
-def _command(value: object, at: str) -> str | tuple[str, ...]:
-    if isinstance(value, str):
-        if not value.strip():
-            raise ConfigError(f"{at}: must not be empty")
-        return value
-    if isinstance(value, Sequence) and value and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise ConfigError(
-        f"{at}: must be a string (run by /bin/sh) or a non-empty list of strings, "
-        f"got {_kind(value)}"
-    )
-
-
-def _cwd(value: object, at: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{at}: must be a path relative to the workspace, got {_kind(value)}")
-    path = PurePosixPath(value)
-    if path.is_absolute() or ".." in path.parts:
-        raise ConfigError(
-            f"{at}: must be a relative path inside the workspace (no leading / and no ..), "
-            f"got {value!r}"
-        )
-    return value
-
-
-_MAX_TIMEOUT = 366 * 86400
-
-
-def _timeout(value: object, at: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-        or value > _MAX_TIMEOUT  # larger values overflow the OS's timers
-    ):
-        raise ConfigError(
-            f"{at}: must be a positive number of seconds up to {_MAX_TIMEOUT} (a year), "
-            f"got {_kind(value)}"
-        )
-    return float(value)
-
-
-def _env(value: object, at: str) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(
-            f"{at}: must be a mapping of variable names to strings, got {_kind(value)}"
-        )
-    out: dict[str, str] = {}
-    for k, v in value.items():
-        if not isinstance(k, str) or not k or "=" in k or "\0" in k:
-            raise ConfigError(f"{at}: invalid variable name {k!r}")
-        # YAML reads `PYTHONHASHSEED: 0` as a number; numbers are taken as their text.
-        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-            raise ConfigError(f"{at}.{k}: must be a string or a number, got {_kind(v)}")
-        if isinstance(v, str) and "\0" in v:
-            raise ConfigError(f"{at}.{k}: must not contain NUL")
-        out[k] = str(v)
-    return out
-
-
-def _junit(value: object, at: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise ConfigError(
-            f"{at}: must be a file path (relative to cwd) or null, got {_kind(value)}"
-        )
-    return value
-
-
-def _tests(value: object, at: str) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise ConfigError(f"{at}: must be a list of test ids, got {_kind(value)}")
-    for v in value:
-        if not isinstance(v, str) or not v:
-            raise ConfigError(f"{at}: every test id must be a non-empty string, got {_kind(v)}")
-    return tuple(value)
-
-
-def _reruns(value: object, at: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 20:
-        raise ConfigError(f"{at}: must be an integer from 0 to 20, got {_kind(value)}")
-    return value
-
-
-def _runner(value: object, at: str) -> str:
-    if value not in RUNNERS:
-        raise ConfigError(f"{at}: must be one of {', '.join(RUNNERS)}, got {_kind(value)}")
-    return str(value)
-
-
-_KEYS: dict[str, Any] = {
-    "command": _command,
-    "cwd": _cwd,
-    "timeout": _timeout,
-    "env": _env,
-    "junit_xml": _junit,
-    "tests": _tests,
-    "reruns": _reruns,
-    "runner": _runner,
-}
-
-
-_AT = "\x00"
-
-
-def _checked(check: Any, value: object) -> Any:
-    """Run a ``_KEYS`` check for a pydantic validator: its error as a ``ValueError`` without
-    the location (pydantic's error carries the key path)."""
-    try:
-        return check(value, _AT)
-    except ConfigError as exc:
-        raise ValueError(str(exc).removeprefix(_AT).removeprefix(": ").removeprefix(".")) from None
-
-
-class TestSpecConfig(BaseModel):
-    """A ``TestSpec`` as a config section (``scoring.search_tests``, ``scoring.grade_tests``,
-    a mutation agent's ``tests``): the same fields, checked by the same rules."""
-
-    __test__ = False  # not a pytest test class
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    command: str | tuple[str, ...] = DEFAULT_COMMAND
-    """The test command: a string runs through ``/bin/sh -c``; a list is an argument vector."""
-    cwd: str = "."
-    """Working directory, relative to the workspace."""
-    timeout: float = DEFAULT_TIMEOUT
-    """Seconds before the run is ended and counted as a TIMEOUT."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment variables (numbers are taken as their text)."""
-    junit_xml: str | None = None
-    """JUnit XML report the command writes (relative to ``cwd``); unset for pytest."""
-    tests: tuple[str, ...] = ()
-    """Explicit test ids appended to the command."""
-    reruns: int = 0
-    """Re-runs of tests whose outcome differs from the parent's (flaky detection)."""
-    runner: str = "auto"
-    """``auto``, ``pytest`` or ``generic``."""
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _check(cls, value: object, info: ValidationInfo) -> Any:
-        return _checked(_KEYS[str(info.field_name)], value)
-
-    def to_spec(self) -> TestSpec:
-        """The ``TestSpec`` these fields describe."""
-        return TestSpec(**self.model_dump())
+        try:
+            return cls.model_validate({} if d is None else d)
+        except ValidationError as exc:
+            raise config_error(exc, cls, source, where) from None

@@ -61,6 +61,7 @@ from treesearch.agents import (
 from treesearch.errors import ScoringError, SearchError
 from treesearch.scoring import ScoreCache, Scorer
 from treesearch.scoring.runner import warm_up
+from treesearch.scoring.section import ScorerConfig
 from treesearch.scoring.warm import WarmClone
 from treesearch.search import graph as G
 from treesearch.search._forked import ForkedProcess, can_fork
@@ -114,8 +115,8 @@ class WorkerSpec:
 
     view: WorkerView
     """The search store's objects and ignore inputs (``store.workers.worker_view``)."""
-    scoring: dict[str, Any]
-    """The ``scoring`` section (``Scorer.from_config``)."""
+    scoring: ScorerConfig
+    """The validated ``scoring`` section (``Scorer.from_config``)."""
     source: str = "<config>"
     """Where the config came from (for error messages)."""
     score_cache: str | None = None

@@ -11,17 +11,17 @@ API key), and into a response cache keyed by a hash of the request, so a search 
 offline with identical results (``replay: true`` refuses any request the cache lacks). Tokens go
 to ``AgentResult.cost``; the USD cost is in the transcript's ``usage`` event. See ``docs/llm.md``.
 
-Public names: ``LLMAgent`` (the agent; ``LLMAgent.from_config(fields)``), ``LLMConfig`` (its
-checked fields), ``Prompts`` (the templates), ``ResponseCache``, ``request_key`` and
-``requests_from_transcript`` (recording and replay), ``ModelRequestError`` and
-``ReplayMissError`` (the errors a run reports as its failure reason).
+Public names: ``LLMAgent`` (the agent, built from a validated
+``treesearch.agents.configs.LLMAgentConfig``; ``LLMAgent.from_config(fields)``), ``Prompts``
+(the templates), ``ResponseCache``, ``request_key`` and ``requests_from_transcript`` (recording
+and replay), ``ModelRequestError`` and ``ReplayMissError`` (the errors a run reports as its
+failure reason).
 """
 
 from __future__ import annotations
 
 from treesearch.agents.llm.agent import LLMAgent
 from treesearch.agents.llm.client import ModelRequestError
-from treesearch.agents.llm.config import LLMConfig
 from treesearch.agents.llm.prompts import Prompts
 from treesearch.agents.llm.replay import (
     ReplayMissError,
@@ -32,7 +32,6 @@ from treesearch.agents.llm.replay import (
 
 __all__ = [
     "LLMAgent",
-    "LLMConfig",
     "ModelRequestError",
     "Prompts",
     "ReplayMissError",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch.agents import AgentContext, AgentCost, AgentResult, AgentStatus
+from treesearch.agents.configs import LLMAgentConfig
 from treesearch.agents.llm.client import (
     ChatClient,
     ChatReply,
@@ -28,7 +29,6 @@ from treesearch.agents.llm.client import (
     ModelRequestError,
     parse_reply,
 )
-from treesearch.agents.llm.config import LLMConfig
 from treesearch.agents.llm.prompts import (
     cut_middle,
     format_history,
@@ -63,8 +63,8 @@ class LLMAgent:
 
     kind = "llm"
 
-    def __init__(self, config: LLMConfig) -> None:
-        """``config``: the checked fields (``LLMAgentConfig`` reads a YAML mapping). Without
+    def __init__(self, config: LLMAgentConfig) -> None:
+        """``config``: the validated fields (``build_agent`` reads a YAML mapping). Without
         ``replay``, the ``openai`` package must be installed (``AgentError`` says how)."""
         if not config.replay:
             import importlib.util
@@ -123,7 +123,7 @@ def _shorten_text(text: str) -> str:
 class _Run:
     """The state of one agent run."""
 
-    def __init__(self, cfg: LLMConfig, ctx: AgentContext) -> None:
+    def __init__(self, cfg: LLMAgentConfig, ctx: AgentContext) -> None:
         self.cfg = cfg
         self.ctx = ctx
         self.t0 = time.monotonic()
@@ -154,7 +154,7 @@ class _Run:
             self.extra_tools["run_tests"] = self._run_tests_tool
         self.cache: ResponseCache | None = None
         if cfg.use_cache:
-            folder = cfg.cache
+            folder = cfg.cache_folder
             if folder is None and ctx.cache_dir is not None:
                 folder = Path(ctx.cache_dir) / "llm-cache"
             if folder is not None:
@@ -250,7 +250,7 @@ class _Run:
 
     def _start(self) -> None:
         cfg, ctx = self.cfg, self.ctx
-        p = cfg.prompts
+        p = cfg.templates
         latest = ctx.feedback[-1] if ctx.feedback and ctx.feedback[-1] else ""
         values: dict[str, object] = {
             "task": ctx.task,
@@ -509,7 +509,7 @@ class _Run:
     def _run_tests_tool(self, env: ToolEnv, args: Mapping[str, Any]) -> ToolOutcome:
         assert self.ctx.run_tests is not None
         text = self.ctx.run_tests()
-        return ToolOutcome(render(self.cfg.prompts.feedback, {"feedback": text}))
+        return ToolOutcome(render(self.cfg.templates.feedback, {"feedback": text}))
 
     # --- the context budget -----------------------------------------------------------------------
 

@@ -50,7 +50,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -431,7 +431,7 @@ def _count_near_calls(
 
 def _plain_run(spec: TestSpec, workspace: Path, timeout: float, warm: Any) -> TestRun:
     ready = warm is not None and warm.ready
-    spec = replace(spec, timeout=min(spec.timeout, timeout))
+    spec = spec.model_copy(update={"timeout": min(spec.timeout, timeout)})
     return run_tests(spec, workspace, warm=warm if ready else None)
 
 

@@ -1,5 +1,5 @@
-"""Snapshot commits: a snapshot recorded by one store reads back in another process with its
-commit id, tree, label, meta and modes, and the store's fixed identity and date."""
+"""Snapshot commits written without a git process (``store/_objects.py``) are the very objects
+``git commit-tree`` writes: same bytes, same ids, readable by git."""
 
 from __future__ import annotations
 
@@ -8,11 +8,44 @@ from pathlib import Path
 import pytest
 
 from treesearch.store import ShadowStore
+from treesearch.store._git import date_env
+from treesearch.store._objects import commit_content, write_object
 
 pytestmark = pytest.mark.usefixtures("watch_mode")
 
 
-def test_snapshots_read_back_in_a_new_process_with_their_ids_labels_meta_and_modes(
+@pytest.mark.parametrize(
+    "message",
+    [
+        'treesearch capture\n\n{"kind": "capture"}\n',
+        "treesearch capture: \u00e9t\u00e9 \u2713 label\n\n{}\n",
+        "no trailing newline",
+    ],
+)
+def test_a_commit_written_in_python_has_the_id_and_bytes_git_commit_tree_gives(
+    workspace: Path, home: Path, message: str
+) -> None:
+    (workspace / "a.txt").write_text("a\n")
+    store = ShadowStore.open(workspace, home=home)
+    tree = store.capture().tree
+    for date in (946684800, 1764590000):
+        env = store._git.with_env(**date_env(date))
+        by_git = store._git.run(
+            ["commit-tree", "--no-gpg-sign", tree, "-F", "-"], input=message.encode(), env=env
+        )
+        ours = write_object(
+            store.git_dir / "objects",
+            "commit",
+            commit_content(tree, message.encode(), date),
+            tmp_dir=home,
+        )
+        assert ours == by_git.decode().strip()
+        raw = store._git.run(["cat-file", "commit", ours])
+        assert raw == commit_content(tree, message.encode(), date)
+    store.fsck()
+
+
+def test_snapshots_recorded_without_commit_tree_read_back_in_a_new_process(
     workspace: Path, home: Path
 ) -> None:
     (workspace / "a.txt").write_text("a\n")

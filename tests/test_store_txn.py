@@ -819,7 +819,8 @@ def test_a_small_restore_writes_the_state_file_once(
         real(path, *args, **kw)
 
     monkeypatch.setattr(_fs, "atomic_write", atomic_write)
-    monkeypatch.setattr("treesearch.store._catalogue.atomic_write", atomic_write)
+    for module in ("_catalogue", "_objects"):
+        monkeypatch.setattr(f"treesearch.store.{module}.atomic_write", atomic_write)
     res = store.restore(first.commit)
     monkeypatch.undo()
     assert written.count("state.json") == 1, written

@@ -28,9 +28,10 @@ from typing import Any
 
 from treesearch.errors import CaptureError, GcError, RefError
 from treesearch.store._fs import atomic_write
-from treesearch.store._git import GitFailed, GitRunner, blob_oid, date_env, fixed_commit_date
+from treesearch.store._git import GitFailed, GitRunner, blob_oid, fixed_commit_date
+from treesearch.store._objects import commit_content, write_object
 from treesearch.store._retention import GcPolicy, named_for_drop, plan_gc, pressure_order
-from treesearch.store._trees import Trees
+from treesearch.store._trees import Trees, objects_dir_of
 from treesearch.store._walk import default_mode
 from treesearch.store.values import CaptureStats, Skipped, Snapshot
 from treesearch.types import CommitId, TreeHash
@@ -161,9 +162,6 @@ class Catalogue:
         by ``gc``."""
         self._tips: dict[str, str] = {}
         """Held set ref -> its newest commit, as this object last wrote it."""
-        self._empty_tree: str | None = None
-        """The empty tree's id once this object wrote it (the tree of a held set's commits);
-        forgotten with the other caches and by ``gc``."""
 
     # ------------------------------------------------------------------ state
 
@@ -177,7 +175,6 @@ class Catalogue:
         self.snapshots = None
         self._found.clear()
         self._tips.clear()
-        self._empty_tree = None
         self.gen_seen = self.state.generation
         return True
 
@@ -235,6 +232,19 @@ class Catalogue:
             data = json.loads(self.objects.read(oid))
             modes = {k: int(v) for k, v in data.get("modes", {}).items()}
             self._blobs[oid] = (modes, tuple(data.get("empty_dirs", ())))
+
+    @property
+    def objects_dir(self) -> Path:
+        """Where objects written without a git process go: where the store's git writes them
+        (a search worker's git points at the search store's objects)."""
+        return objects_dir_of(self.git)
+
+    @property
+    def _object_tmp(self) -> Path:
+        """Where an object's temporary file goes: beside the object folder, on its filesystem
+        (a search worker's store lives in a scratch folder, often on another filesystem than
+        the search store whose objects it writes: a rename across the two fails)."""
+        return self.objects_dir.parent
 
     def _snapshot(self, commit: str, tree: str, data: dict[str, Any]) -> Snapshot:
         oid = data.get("fsmeta")
@@ -378,7 +388,9 @@ class Catalogue:
             )
         except (TypeError, ValueError) as exc:
             raise CaptureError(f"snapshot meta is not JSON-serialisable: {exc}") from exc
-        commit = self._commit(tree, message.encode(), int(created))
+        # The bytes `git commit-tree` writes, without its process (``_objects.py``).
+        content = commit_content(tree, message.encode(), int(created))
+        commit = write_object(self.objects_dir, "commit", content, tmp_dir=self._object_tmp)
         self._write_ref(SNAP_REFS + commit, commit)
         snap = Snapshot(
             tree=tree,
@@ -422,19 +434,10 @@ class Catalogue:
         oid = blob_oid(data)
         # Held (object and ref) only while a snapshot names it: the loaded snapshots say which.
         if oid not in set(self.fsmeta.values()):
-            self.run(["hash-object", "-w", "--stdin"], input=data)
+            write_object(self.objects_dir, "blob", data, tmp_dir=self._object_tmp)
             self._write_ref(META_REFS + oid, oid)
             self._blobs[oid] = (dict(modes), tuple(empty_dirs))
         return oid
-
-    def _commit(self, tree: str, message: bytes, date: int, parents: Sequence[str] = ()) -> str:
-        """``git commit-tree`` of ``tree`` with ``message`` at ``date`` (the store's fixed
-        identity, UTC): the same arguments give the same commit id."""
-        args = ["commit-tree", tree]
-        for p in parents:
-            args += ["-p", p]
-        env = self.git.with_env(**date_env(date))
-        return self.run(args, input=message, env=env).decode().strip()
 
     def _write_ref(self, name: str, oid: str) -> None:
         """Create a loose ref (we hold the store lock; saves a git process per snapshot)."""
@@ -484,11 +487,11 @@ class Catalogue:
                 continue
             with contextlib.suppress(RefError):  # a tree hash, a prefix, a label: its snapshot
                 held[self.resolve(c).commit] = None
-        if self._empty_tree is None:
-            self._empty_tree = self.run(["mktree"], input=b"").decode().strip()
+        tree = write_object(self.objects_dir, "tree", b"", tmp_dir=self._object_tmp)
         line = json.dumps({"holder": holder}, sort_keys=True, ensure_ascii=True)
         parents = ([prev] if prev else []) + list(held)
-        oid = self._commit(self._empty_tree, f"{KEEP_TITLE}{line}\n".encode(), 0, parents)
+        content = commit_content(tree, f"{KEEP_TITLE}{line}\n".encode(), 0, parents)
+        oid = write_object(self.objects_dir, "commit", content, tmp_dir=self._object_tmp)
         self._write_ref(ref, oid)
         self._tips[ref] = oid
         return len(held)
@@ -557,7 +560,6 @@ class Catalogue:
     ) -> GcResult:
         """Drop the snapshots ``policy`` lets go, then (``max_bytes``) more, oldest first.
         Held sets stay unless their holder folder is gone or ``release`` names them."""
-        self._empty_tree = None  # (unreachable once no held set names it)
         snaps = self.newest_first()
         keep: set[str] = {c for c in (self.state.last, self.state.undo) if c}
         keep.update(self.resolve(r).commit for r in protect)

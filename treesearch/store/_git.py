@@ -140,14 +140,9 @@ class GitRunner:
         )
 
 
-def object_id(kind: str, content: bytes) -> str:
-    """git's id of an object of ``kind`` (``blob``, ``tree``...) holding ``content``."""
-    return hashlib.sha1(b"%s %d\0" % (kind.encode(), len(content)) + content).hexdigest()
-
-
 def blob_oid(data: bytes) -> str:
     """git's id of a blob holding ``data`` (SHA-1 of ``blob <size>\\0`` + data)."""
-    return object_id("blob", data)
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 class BinarySink(Protocol):

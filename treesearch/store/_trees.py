@@ -29,7 +29,8 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from treesearch.store._git import BinarySink, GitFailed, GitRunner, git_executable, object_id
+from treesearch.store._git import BinarySink, GitFailed, GitRunner, git_executable
+from treesearch.store._objects import object_id
 from treesearch.store._stat import git_mode
 
 Entry = tuple[int, str]

@@ -15,9 +15,9 @@ public operation as ``with lock, errors(Op)``); ``_scan.py`` scans the workspace
 holds every cache of it; ``_restore.py`` plans, journals, executes, rolls back and recovers restores;
 ``_catalogue.py`` records and finds snapshots (resolve, log, labels, pins, gc); ``_diffs.py`` diffs
 trees; ``_errors.py`` maps git and OS failures to each operation's ``StoreError`` subclass;
-``_pack.py`` packs loose objects and refs after captures; ``_trees.py`` reads objects (loose ones
-itself, packed ones through ``cat-file``) and compares trees without git. Git runs with an
-environment built from nothing (``_git.py``).
+``_objects.py`` writes a snapshot's commit without a git process; ``_pack.py`` packs loose objects
+and refs after captures; ``_trees.py`` reads objects (loose ones itself, packed ones through
+``cat-file``) and compares trees without git. Git runs with an environment built from nothing (``_git.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Git objects read in the store's own process (``store/_trees.py``; #13, restore without the
-watcher): trees compared here give git's records, the long-lived ``cat-file`` sees objects other
-processes write after it started, and a restore keeps every promise (the safety snapshot holds an
-edit no capture saw, the index catches up)."""
+"""Git objects read and made in the store's own process (``store/_trees.py``; #13, restore without
+the watcher): trees compared and made here agree with git's byte for byte, the long-lived
+``cat-file`` sees objects other processes write after it started, and a small restore runs no
+git process of its own while keeping every promise of a restore (the safety snapshot holds an edit
+no capture saw, the index catches up)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,15 @@ import pytest
 from conftest import clean_git_env, tree_digest
 
 from treesearch.store import ShadowStore, _git
+from treesearch.store._pack import MAX_PACKS
 from treesearch.store._trees import (
     EMPTY_TREE,
     MissingObject,
+    ObjectBatch,
     ObjectReader,
     Trees,
     hash_files,
+    pack_bytes,
     store_trees,
 )
 
@@ -74,10 +78,10 @@ def _diff_records(env: dict[str, str], a: str, b: str) -> set[tuple[bytes, bytes
     return {(out[i], out[i + 1]) for i in range(0, len(out) - 1, 2)}
 
 
-def test_trees_compared_here_give_diff_tree_s_records(tmp_path: Path) -> None:
+def test_trees_made_and_compared_here_are_what_git_makes_and_prints(tmp_path: Path) -> None:
     """Random rounds of adds, edits, deletes, exec bits, symlinks, folders emptied, a folder
-    that becomes a file and a file that becomes a folder: ``diff`` gives ``diff-tree``'s
-    records."""
+    that becomes a file and a file that becomes a folder: ``update`` gives ``write-tree``'s id
+    and ``diff`` gives ``diff-tree``'s records."""
     git_dir, env = _repo(tmp_path)
     trees = _trees(git_dir, tmp_path)
     rng = random.Random(7)
@@ -119,13 +123,22 @@ def test_trees_compared_here_give_diff_tree_s_records(tmp_path: Path) -> None:
         for p, e in changes.items():
             if e is not None:
                 new_files[p] = e
-        made = _git_tree(env, new_files)
+        want = _git_tree(env, new_files)
+        made = trees.update(tree, changes)
+        assert made == want, changes
         # The same records, in git's order.
         assert (
             trees.diff(tree, made)
             == _git_out(env, "diff-tree", "-r", "-z", "--no-renames", tree, made).split(b"\0")[:-1]
         )
         tree, files = made, new_files
+    assert trees.update(tree, dict.fromkeys(files)) == EMPTY_TREE
+    # Each update wrote one pack (the last: the empty tree), which git reads and checks as its own.
+    packs = sorted((git_dir / "objects" / "pack").glob("pack-*.idx"))
+    assert len(packs) == 41
+    for idx in packs:
+        _git_out(env, "verify-pack", str(idx))
+    _git_out(env, "fsck", "--strict", "--no-dangling")
 
 
 def test_a_big_diff_is_left_to_git(tmp_path: Path) -> None:
@@ -231,6 +244,31 @@ def test_blobs_asked_for_ahead_are_read_in_one_round_trip_and_any_other_order_st
         reader.close()
 
 
+def test_a_pack_written_in_place_replaces_a_half_written_one_of_its_name_whole(
+    tmp_path: Path,
+) -> None:
+    """A scan's pack is created in place (its index, renamed into place last, is what makes git
+    see it); a file of the same name left half written by a killed writer is replaced whole."""
+    git_dir, env = _repo(tmp_path)
+    batch = ObjectBatch()
+    oids = [batch.add("blob", f"blob {i}\n".encode() * 40) for i in range(5)]
+    pack, _idx, name = pack_bytes([(o, k, c) for o, (k, c) in batch.objects.items()])
+    folder = git_dir / "objects" / "pack"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"pack-{name}.pack").write_bytes(pack[: len(pack) // 2])  # a killed writer's
+    batch.write(git_dir / "objects")
+    assert (folder / f"pack-{name}.pack").read_bytes() == pack
+    _git_out(env, "verify-pack", str(folder / f"pack-{name}.idx"))
+    got = _git_out(env, "cat-file", "--batch", input="".join(o + "\n" for o in oids).encode())
+    assert got.count(b" blob ") == 5
+    assert [p.name for p in folder.iterdir() if ".tmp" in p.name] == []
+    again = ObjectBatch()  # the same objects again: the same pack, written whole again
+    for i in range(5):
+        again.add("blob", f"blob {i}\n".encode() * 40)
+    again.write(git_dir / "objects")
+    _git_out(env, "verify-pack", str(folder / f"pack-{name}.idx"))
+
+
 def test_hashing_a_file_changed_since_the_walk_is_left_to_git(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("walked\n")
     st = os.lstat(tmp_path / "f")
@@ -266,6 +304,47 @@ def _five(ws: Path, n: int) -> None:
 
 def _lines(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
+
+
+def test_a_small_restore_in_a_process_that_scanned_before_starts_no_git_process(
+    tmp_path: Path, watch_mode: bool, git_path_log: Path
+) -> None:
+    """With no change since the last scan, and after 5 files changed that no capture saw (the
+    safety snapshot holds them): no git process at all (the store's one long-lived ``cat-file``
+    is started once, by the first restore that needs a packed object); and the index catches up
+    with the next capture that runs git."""
+    ws = tmp_path / "ws"
+    _project(ws)
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    first = store.capture()
+    _five(ws, 1)
+    second = store.capture()
+    store.restore(first.commit)
+    assert [line.split()[:2] for line in _lines(git_path_log) if "cat-file" in line] in (
+        [],
+        [["cat-file", "--batch"]],
+    )
+    before = len(_lines(git_path_log))
+    store.restore(second.commit)  # nothing changed since the last scan
+    assert _lines(git_path_log)[before:] == []
+    want = tree_digest(ws)
+    assert want == tree_digest(_materialized(store, second.commit, tmp_path / "m2"))
+    _five(ws, 2)
+    edited = tree_digest(ws)
+    before = len(_lines(git_path_log))
+    res = store.restore(first.commit)  # after edits no capture saw
+    assert _lines(git_path_log)[before:] == []
+    assert tree_digest(ws) == tree_digest(_materialized(store, first.commit, tmp_path / "m1"))
+    assert tree_digest(_materialized(store, res.safety.commit, tmp_path / "safety")) == edited
+    # The index entries left for later reach git with the next capture that runs it, and a
+    # new process (which reads the index) finds the same tree.
+    (ws / "d0" / "f3.txt").write_text("a later edit\n")
+    third = store.capture()
+    store.close()
+    again = ShadowStore.open(ws, home=tmp_path / "home")
+    assert again.capture().tree == third.tree
+    assert tree_digest(_materialized(again, third.commit, tmp_path / "m3")) == tree_digest(ws)
+    again.close()
 
 
 def _materialized(store: ShadowStore, commit: str, dest: Path) -> Path:
@@ -326,6 +405,37 @@ def test_a_big_restore_after_a_small_one_keeps_the_index_right_regression_entry_
         (ws / "e" / f"{n}.txt").write_text(f"{n}\n")
     after = store.capture()
     assert tree_digest(_materialized(store, after.commit, tmp_path / "after")) == tree_digest(ws)
+    store.close()
+
+
+def test_the_small_packs_of_restores_are_rolled_together_by_the_next_capture(
+    tmp_path: Path, watch_mode: bool
+) -> None:
+    """Each restore after edits of 40 files in 40 folders that no capture saw writes its safety
+    snapshot's new objects (81 of them) as one small pack, not as 81 loose files; the packs do
+    not pile up: past ``MAX_PACKS``, a capture rolls them."""
+    ws = tmp_path / "ws"
+    _project(ws)
+    for i in range(40):
+        (ws / "wide" / f"w{i}").mkdir(parents=True)
+        (ws / "wide" / f"w{i}" / "f.txt").write_text(f"{i}\n")
+    store = ShadowStore.open(ws, home=tmp_path / "home")
+    first = store.capture()
+    packs = store.git_dir / "objects" / "pack"
+    for n in range(MAX_PACKS + 3):
+        (ws / "d0" / "f0.txt").write_text(f"edit {n}\n")
+        for i in range(40):
+            (ws / "wide" / f"w{i}" / "f.txt").write_text(f"{i} edit {n}\n")
+        store.restore(first.commit)
+    assert len(list(packs.glob("*.pack"))) > MAX_PACKS
+    (ws / "d1" / "f1.txt").write_text("a capture\n")
+    store.capture()
+    assert len(list(packs.glob("*.pack"))) <= MAX_PACKS
+    store.fsck()
+    for n in (0, MAX_PACKS + 2):  # every safety snapshot is whole
+        safety = [s for s in store.log() if s.kind == "safety"][n]
+        store.materialize(safety.commit, tmp_path / f"s{n}")
+        assert (tmp_path / f"s{n}" / "d0" / "f0.txt").read_text().startswith("edit ")
     store.close()
 
 

@@ -798,10 +798,11 @@ def test_a_restore_failing_after_its_safety_snapshot_records_it_as_the_last_snap
 
 
 @pytest.mark.usefixtures("watch_mode")
-def test_a_small_restore_writes_the_state_file_once(
+def test_a_small_restore_writes_the_state_file_once_and_no_loose_commit(
     workspace: Path, home: Path, write, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The safety snapshot's record in the state file is the restore's own (one write)."""
+    """The safety snapshot's commit joins the pack of its scan's objects (no loose object and
+    fan-out folder of its own), and its record in the state file is the restore's own."""
     from treesearch.store import _fs
 
     write(workspace, "a.txt", "one\n")
@@ -819,11 +820,16 @@ def test_a_small_restore_writes_the_state_file_once(
         real(path, *args, **kw)
 
     monkeypatch.setattr(_fs, "atomic_write", atomic_write)
-    for module in ("_catalogue", "_objects"):
+    for module in ("_catalogue", "_trees", "_objects"):
         monkeypatch.setattr(f"treesearch.store.{module}.atomic_write", atomic_write)
+    pack_dir = store.git_dir / "objects" / "pack"
+    packs_before = set(pack_dir.glob("*.pack"))
     res = store.restore(first.commit)
     monkeypatch.undo()
     assert written.count("state.json") == 1, written
+    assert len(set(pack_dir.glob("*.pack")) - packs_before) == 1
+    assert [w for w in written if w.endswith(".idx")] != [], written  # renamed into place
+    assert not any(len(w) == 38 for w in written), written  # no loose object
     assert store.resolve(res.safety.commit).kind == "safety"
     store.undo()
     assert (workspace / "a.txt").read_text() == "two\n"

@@ -137,6 +137,8 @@ class Catalogue:
 
     def __init__(self, store: Path, git: GitRunner, run: Run, trees: Trees) -> None:
         self.store = store
+        self.trees = trees
+        """The store's trees (``_trees.py``): a commit joins the pack of its scan's objects."""
         self.objects = trees.objects
         """The store's one object reader: metadata blobs are read through it."""
         self.git_dir = store / "git"
@@ -390,7 +392,13 @@ class Catalogue:
             raise CaptureError(f"snapshot meta is not JSON-serialisable: {exc}") from exc
         # The bytes `git commit-tree` writes, without its process (``_objects.py``).
         content = commit_content(tree, message.encode(), int(created))
-        commit = write_object(self.objects_dir, "commit", content, tmp_dir=self._object_tmp)
+        pending = self.trees.pending
+        if pending is None:
+            commit = write_object(self.objects_dir, "commit", content, tmp_dir=self._object_tmp)
+        else:
+            # With the objects of the scan, in one pack, written before the ref names them.
+            commit = pending.add("commit", content)
+            self.trees.flush()
         self._write_ref(SNAP_REFS + commit, commit)
         snap = Snapshot(
             tree=tree,
@@ -487,6 +495,7 @@ class Catalogue:
                 continue
             with contextlib.suppress(RefError):  # a tree hash, a prefix, a label: its snapshot
                 held[self.resolve(c).commit] = None
+        self.trees.flush()  # (a held commit whose objects wait in a pack of the scan)
         tree = write_object(self.objects_dir, "tree", b"", tmp_dir=self._object_tmp)
         line = json.dumps({"holder": holder}, sort_keys=True, ensure_ascii=True)
         parents = ([prev] if prev else []) + list(held)

@@ -73,17 +73,24 @@ class Diffs:
         *,
         counts: bool,
         note_oid: Callable[[str, str], None],
+        raw: tuple[TreeHash, list[bytes]] | None = None,
     ) -> list[str]:
         """Paths changed since ``last`` (content, permission bits, empty folders). With
         ``counts`` (a small change), the file-level diff with line counts is kept too: a session
-        asks for exactly that right after a capture. ``note_oid`` learns each new blob id."""
+        asks for exactly that right after a capture. ``note_oid`` learns each new blob id.
+        ``raw``: the scan's own diff records from a tree to ``tree`` (``_scan_edit.py``), used
+        (no git process; the line counts are then left to the diff asked for later) when that
+        tree is ``last``'s."""
         paths: set[str] = set()
         if last.tree != tree:
-            extra = ["--raw", "--numstat"] if counts else []
-            out = self.run(["diff-tree", "-r", "-z", "--no-renames", *extra, last.tree, tree])
-            fields = out.split(b"\0")
-            if counts:
-                self.remember(parse_diff(last.tree, tree, fields, 0))
+            if raw is not None and raw[0] == last.tree:
+                fields = raw[1]
+            else:
+                extra = ["--raw", "--numstat"] if counts else []
+                out = self.run(["diff-tree", "-r", "-z", "--no-renames", *extra, last.tree, tree])
+                fields = out.split(b"\0")
+                if counts:
+                    self.remember(parse_diff(last.tree, tree, fields, 0))
             self.remember_raw(last.tree, tree, fields)
             for i in range(len(fields) - 1):
                 head = fields[i]

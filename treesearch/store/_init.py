@@ -86,7 +86,8 @@ def create_or_repair(
 
 def sweep_temps(store: Path) -> None:
     """Remove temporary files that writers killed before their rename left in the store, beside
-    its object folder (``_catalogue.Catalogue._object_tmp``) and beside its packs."""
+    its object folder (``_catalogue.Catalogue._object_tmp``) and beside its packs
+    (``_trees.ObjectBatch``)."""
     for folder in (store, store / "git", store / "git" / "objects" / "pack"):
         with contextlib.suppress(OSError), os.scandir(folder) as entries:
             for entry in entries:

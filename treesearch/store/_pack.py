@@ -7,8 +7,8 @@ changes cost ~1 MiB of blocks for ~30 KiB of data. After a capture, once the loo
 than ``FRACTION`` (2%) of what the packs take (and at least ``FLOOR`` bytes, so that small stores do not
 pay a git process on every capture), ``git repack -d --geometric=2`` rolls them into a pack (packs
 stay few: each is at least twice the size of the next smaller one), and ``git pack-refs`` moves
-the loose refs into ``packed-refs``. Small packs (a block or two for a few objects, as a store
-of an earlier version wrote after each small scan) count with the loose files.
+the loose refs into ``packed-refs``. The small packs that scans made in the process write
+(``_trees.ObjectBatch``: a block or two for a few objects) count with the loose files.
 
 Both are git's own crash-safe operations: a new pack is written under a temporary name and
 renamed into place (index last) before any loose object or older pack it replaces is deleted, and
@@ -49,7 +49,7 @@ class Loose:
     loose_bytes: int
     pack_bytes: int
     packs: int = 0
-    """Packs."""
+    """Packs (a scan made in the process writes a small one: ``_trees.ObjectBatch``)."""
     small_bytes: int = 0
     """Bytes on disk of the packs under ``SMALL_PACK``: a scan's pack takes a block or two for
     a few objects, like loose objects, and counts with them."""

@@ -121,12 +121,14 @@ class Restorer:
         try:
             # Every file the plan changes is checked against its stat data on disk: the safety
             # snapshot holds it as it is, even after a change no event reports.
-            scan, plan = checked_scan(self.scanner, lambda s: self.plan(s, target))
-            # Its commit and ref are written now; the state file (which names it the last
-            # snapshot) waits for the end of the restore, or its journal names it.
-            self.catalogue.defer_save = True
-            safety = self.safety(scan)
-            self.catalogue.defer_save = False
+            # The safety scan's new objects and its snapshot's commit go into one pack.
+            with self.trees.one_pack(self.scanner.forget_index):
+                scan, plan = checked_scan(self.scanner, lambda s: self.plan(s, target))
+                # Its commit and ref are written now; the state file (which names it the last
+                # snapshot) waits for the end of the restore, or its journal names it.
+                self.catalogue.defer_save = True
+                safety = self.safety(scan)
+                self.catalogue.defer_save = False
             if not plan.empty:
                 self._write_journal(token, target.commit, safety.commit, plan)
         except (GitFailed, OSError) as exc:

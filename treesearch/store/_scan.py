@@ -19,6 +19,7 @@ from typing import Any
 
 from treesearch.store._git import GitFailed, GitRunner, isolated_env
 from treesearch.store._recheck import Recheck
+from treesearch.store._scan_edit import blob_id_of, write_in_process
 from treesearch.store._scan_known import index_entry_args, new_entries
 from treesearch.store._seed import seed_from_user_repo, user_git_dir
 from treesearch.store._stat import (
@@ -33,7 +34,7 @@ from treesearch.store._stat import (
 )
 from treesearch.store._stat import is_racy as _is_racy
 from treesearch.store._trees import UNSYNCED_MAX as _UNSYNCED_MAX
-from treesearch.store._trees import hash_files, store_trees
+from treesearch.store._trees import store_trees
 from treesearch.store._walk import SIZE, IgnoreRules, NeedFullWalk, Walker, WalkResult
 from treesearch.store._watch import Inotify
 from treesearch.types import TreeHash
@@ -58,6 +59,9 @@ class Scan:
     walk: WalkResult
     hashed: int
     seconds: float
+    raw: tuple[TreeHash, list[bytes]] | None = None
+    """Written in the process (``_scan_edit.py``): the tree edited and ``diff-tree``'s raw
+    records (split at NUL) from it to ``tree``."""
 
 
 @dataclass(frozen=True)
@@ -131,8 +135,8 @@ class Scanner:
         self.recheck = Recheck()
         """Without a watcher: what the next walk must list again (``_recheck.py``)."""
         self.trees = store_trees(git)
-        """The store's one object reader and tree cache (``_trees.py``): a restore reads
-        through it."""
+        """The store's one object reader and tree cache (``_trees.py``): a small scan's blobs
+        and trees are written without git (``_scan_edit.py``); a restore reads through it."""
 
     # ------------------------------------------------------------------ state
 
@@ -143,17 +147,6 @@ class Scanner:
         # The next scan compares the workspace with the index's own stat data, which finds the
         # paths a restore changed (another process may have told the index since).
         self.unsynced = {}
-
-    def tell_index(self) -> None:
-        """Give git the index entries that wait (a restore's) and write the index's tree, so
-        that the index holds every object the scanner trusts (``gc`` keeps what the index
-        holds, and drops from it nothing a waiting entry removed). Should git's tree differ,
-        the scanner forgets its own."""
-        if self.unsynced:
-            self.run(["update-index", *index_entry_args(self.unsynced)])
-            self.unsynced = {}
-        if self.tree is not None and self.run(["write-tree"]).decode().strip() != self.tree:
-            self.forget_index()
 
     def forget(self) -> None:
         """Another process (or a crash) changed the store: drop every cache of it."""
@@ -259,6 +252,13 @@ class Scanner:
         walk_start = time.time_ns()
         w = self.walk(verify)
         c = self._compare(cache, w)
+        made = write_in_process(self, cache, tree, c.feed, c.index_paths, w, _UNSYNCED_MAX)
+        if made is not None:  # (the index is told later: ``_scan_edit.py``)
+            self._remember(cache, w.files, c.feed, c.racy_known, walk_start)
+            self.oids.update((p, oid) for p, oid in made.hashed.items() if p in self.recent)
+            self.tree = made.tree
+            raw = (made.base, made.raw)
+            return Scan(made.tree, w, c.hashed, time.perf_counter() - t0, raw)
         restored = self._unsynced_args(c, w, tree is None)
         feed, stale = self._tell_git(c, w, restored)
         own = own_index_entries(self.store / "index") if feed or stale else 0
@@ -428,7 +428,7 @@ class Scanner:
             if (
                 oid is None
                 or keys[p][SIZE] > _VERIFY_BYTES
-                or _blob_id_of(self.workspace, p, keys[p], _VERIFY_BYTES) != oid
+                or blob_id_of(self.workspace, p, keys[p], _VERIFY_BYTES) != oid
             ):
                 out.append(p)
         return out
@@ -695,10 +695,3 @@ def _deleted_in_place(root: Path, rel: str, w: WalkResult) -> bool:
 def _under_any(path: str, dirs: set[str]) -> bool:
     parts = path.split("/")
     return any("/".join(parts[:i]) + "/" in dirs for i in range(1, len(parts)))
-
-
-def _blob_id_of(root: Path, rel: str, key: Key, limit: int) -> str | None:
-    """git's blob id of a file or symlink as the walk saw it (stat data ``key``), if it still
-    has those stat data and is at most ``limit`` bytes (else ``None``)."""
-    made = hash_files(str(root), [rel], {rel: key}, limit)
-    return None if made is None else made[rel][0][1]

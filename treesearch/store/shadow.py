@@ -17,7 +17,8 @@ holds every cache of it; ``_restore.py`` plans, journals, executes, rolls back a
 trees; ``_errors.py`` maps git and OS failures to each operation's ``StoreError`` subclass;
 ``_objects.py`` writes a snapshot's commit without a git process; ``_pack.py`` packs loose objects
 and refs after captures; ``_trees.py`` reads objects (loose ones itself, packed ones through
-``cat-file``) and compares trees without git. Git runs with an environment built from nothing (``_git.py``).
+``cat-file``), compares and makes trees without git. Git runs with an environment built from
+nothing (``_git.py``).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from treesearch.store._pack import Packer
 from treesearch.store._restore import Restorer, journal_pending
 from treesearch.store._retention import GcPolicy
 from treesearch.store._scan import Scan, Scanner
+from treesearch.store._scan_edit import tell_index
 from treesearch.store.values import CaptureStats, Diff, PatchResult, RestoreResult, Snapshot
 
 # splitIndex.sharedIndexExpire = now: a new shared index (written when a fifth of the entries
@@ -504,6 +506,7 @@ class ShadowStore:
                 self._scanner.indexed,
                 counts=scan.hashed <= 256,
                 note_oid=self._scanner.note_oid,
+                raw=scan.raw,
             )
         snap = self._catalogue.record(
             kind,
@@ -704,8 +707,8 @@ class ShadowStore:
         held = contextlib.nullcontext() if dry_run else self.hold("gc")
         with held, self.lock(), errors(GcError, "gc failed"):
             if not dry_run:
-                # The index entries a restore left waiting into the index.
-                self._scanner.tell_index()
+                # The scan's tree and waiting index entries (``_scan_edit.py``) into the index.
+                tell_index(self._scanner)
             return self._catalogue.gc(policy, max_bytes, protect, drop, dry_run, release)
 
     def fsck(self) -> str:

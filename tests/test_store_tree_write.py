@@ -132,18 +132,18 @@ def test_tree_writer_removing_every_file_gives_git_s_empty_tree(tmp_path: Path) 
 
 
 def test_tree_reader_finds_a_tree_packed_after_its_cat_file_started(tmp_path: Path) -> None:
-    """A tree another process wrote and packed after the reader started is found (its pack is
-    read in the process, found by listing the pack folder again on a miss), and a tree that is
-    nowhere is an error, not an empty tree (``cat-file`` is asked, restarted once on a miss)."""
+    """A tree another process wrote and packed after the reader's ``cat-file`` started is found
+    (``cat-file`` is restarted once on a miss), and a tree that is nowhere is an error, not an
+    empty tree."""
     git = _plain_repo(tmp_path)
     trees = store_trees(git)
     try:
         blob = _blob(trees, b"x\n")
         first = trees.update(EMPTY_TREE, {"a": (0o100644, blob)})
-        _pack_only(git, first)  # now only in a pack: read from it here, no cat-file
+        _pack_only(git, first)  # now only in a pack: read through cat-file
         trees._cache.clear()
         assert trees.entries(first)[b"a"] == (0o100644, blob)
-        assert trees.objects.started == 0
+        assert trees.objects.started == 1
         git.run(["read-tree", "--empty"])
         git.run(["update-index", "--add", "--cacheinfo", f"100644,{blob},later"])
         later = git.run(["write-tree"]).decode().strip()

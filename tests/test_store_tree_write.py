@@ -132,18 +132,18 @@ def test_tree_writer_removing_every_file_gives_git_s_empty_tree(tmp_path: Path) 
 
 
 def test_tree_reader_finds_a_tree_packed_after_its_cat_file_started(tmp_path: Path) -> None:
-    """A tree another process wrote and packed after the reader started is found (its pack is
-    read in the process, found by listing the pack folder again on a miss), and a tree that is
-    nowhere is an error, not an empty tree (``cat-file`` is asked, restarted once on a miss)."""
+    """A tree another process wrote and packed after the reader's ``cat-file`` started is found
+    (``cat-file`` is restarted once on a miss), and a tree that is nowhere is an error, not an
+    empty tree."""
     git = _plain_repo(tmp_path)
     trees = store_trees(git)
     try:
         blob = _blob(trees, b"x\n")
         first = trees.update(EMPTY_TREE, {"a": (0o100644, blob)})
-        _pack_only(git, first)  # now only in a pack: read from it here, no cat-file
+        _pack_only(git, first)  # now only in a pack: read through cat-file
         trees._cache.clear()
         assert trees.entries(first)[b"a"] == (0o100644, blob)
-        assert trees.objects.started == 0
+        assert trees.objects.started == 1
         git.run(["read-tree", "--empty"])
         git.run(["update-index", "--add", "--cacheinfo", f"100644,{blob},later"])
         later = git.run(["write-tree"]).decode().strip()
@@ -275,8 +275,8 @@ def test_a_session_step_s_small_capture_starts_no_git_process(
 def test_a_session_step_writing_a_small_file_starts_no_git_process(
     tmp_path: Path, watch_mode: bool, git_path_log: Path
 ) -> None:
-    """Through the session: its captures before and after a step that writes a small file,
-    and the step's diff summary (line counts as git gives them)."""
+    """Through the session: its captures before and after a step that writes a small file;
+    the step's diff summary has the line counts git gives."""
     ws = tmp_path / "ws"
     store = _packed_store(ws, tmp_path / "home", "pkg", 20)
     try:
@@ -293,14 +293,11 @@ def test_a_session_step_writing_a_small_file_starts_no_git_process(
                 captures.append(_calls(git_path_log)[start:])
 
         store.capture = capture  # type: ignore[method-assign]
-        start = len(_calls(git_path_log))
         step = session.step(
             [{"name": "write_file", "arguments": {"path": "pkg/m1.py", "content": "1\n2\n"}}]
         )
         assert step.tree_before != step.tree_after
         assert captures == [[], []]
-        # Nor does the step's diff summary (its line counts came with the capture).
-        assert _calls(git_path_log)[start:] == []
         out = store._git.run(["diff-tree", "-r", "--numstat", step.tree_before, step.tree_after])
         assert out == b"2\t1\tpkg/m1.py\n"
         assert (step.diff.files, step.diff.insertions, step.diff.deletions) == (1, 2, 1)
@@ -374,47 +371,6 @@ def test_a_big_restore_drops_older_waiting_entries_of_its_paths_regression(
 def _git_diff(store: ShadowStore, a: str, b: str) -> Diff:
     out = store._git.run(["diff-tree", "-r", "-z", "--no-renames", "--raw", "--numstat", a, b])
     return parse_diff(TreeHash(a), TreeHash(b), out.split(b"\0"), 0)
-
-
-def test_diffs_of_snapshots_without_git_equal_git_s_on_random_edits(
-    tmp_path: Path, watch_mode: bool
-) -> None:
-    """File-level diffs with line counts the store makes from its trees (``diffs``, and a
-    step's summary, ``diff(..., max_patch_bytes=0)``) equal ``git diff-tree``'s for random pairs
-    of snapshots of random edits; most are made without git."""
-    ws = tmp_path / "ws"
-    (ws / "a").mkdir(parents=True)
-    (ws / "a" / "x").write_text("x\n\ny\n")
-    store = ShadowStore.open(ws, home=tmp_path / "home")
-    rng = random.Random(7)
-    try:
-        snaps = [store.capture()]
-        for i in range(20):
-            _edit_randomly(ws, rng)
-            target = ws / "log" / "x.txt"  # a text file that grows and shrinks
-            target.parent.mkdir(exist_ok=True)
-            lines = target.read_text().splitlines(True) if target.is_file() else []
-            del lines[: rng.randint(0, 2)]
-            lines.insert(rng.randint(0, len(lines)), rng.choice(["\n", "}\n", f"{i}\n"]))
-            target.write_text("".join(lines))
-            snaps.append(store.capture(label=f"s{i}"))
-        local = 0
-        for _ in range(40):
-            a, b = rng.sample(snaps, 2)
-            local += store._diffs.local(a.tree, b.tree) is not None
-            store._diffs.cache.clear()
-            assert (
-                store.diffs([(a.commit, b.commit)])[0].files
-                == _git_diff(store, a.tree, b.tree).files
-            )
-            store._diffs.cache.clear()
-            assert (
-                store.diff(a.commit, b.commit, max_patch_bytes=0).files
-                == _git_diff(store, a.tree, b.tree).files
-            )
-        assert local >= 20
-    finally:
-        store.close()
 
 
 def test_diffs_with_a_gitattributes_on_the_path_are_git_s(tmp_path: Path, watch_mode: bool) -> None:

@@ -150,12 +150,11 @@ def test_a_big_diff_is_left_to_git(tmp_path: Path) -> None:
     assert len(trees.diff(EMPTY_TREE, tree, max_reads=50) or []) == 40
 
 
-@pytest.mark.parametrize("packs", ["read here", "read by cat-file"])
 def test_the_long_lived_reader_reads_objects_written_after_it_started_loose_and_packed(
-    tmp_path: Path, packs: str
+    tmp_path: Path,
 ) -> None:
-    """Packed objects are read in the process (``_packread.py``) or, for what it leaves to git,
-    by the long-lived ``cat-file``: either way, packs added or replaced later are found."""
+    """Packed objects are read by the long-lived ``cat-file``: packs added or replaced after it
+    started are found."""
     git_dir, env = _repo(tmp_path)
     first = _blob(env, b"first\n")
     _pack(env, git_dir, [first])  # packed
@@ -163,11 +162,10 @@ def test_the_long_lived_reader_reads_objects_written_after_it_started_loose_and_
     reader = ObjectReader(
         _git.GitRunner(git_dir, tmp_path, tmp_path / "i"),
         lambda: git_dir / "objects",
-        read_packs=packs == "read here",
     )
     try:
         assert reader.read(first) == b"first\n"
-        assert reader.started == (0 if packs == "read here" else 1)
+        assert reader.started == 1
         loose = _blob(env, b"loose, written later\n")
         assert reader.read(loose) == b"loose, written later\n"
         later = _blob(env, b"packed, written later\n")
@@ -188,8 +186,8 @@ def test_the_long_lived_reader_reads_objects_written_after_it_started_loose_and_
 def test_blobs_asked_for_ahead_are_read_in_one_round_trip_and_any_other_order_still_reads_right(
     tmp_path: Path,
 ) -> None:
-    """``ask_ahead`` sends every request at once (a restore's files, when its packs are not
-    read in the process: one round trip to ``cat-file``, not one each); a read in another
+    """``ask_ahead`` sends every request at once (a restore's packed files: one round trip to
+    ``cat-file``, not one each); a read in another
     order, a missing object or a reader that fails part-way through an answer drops what was
     asked and the next reads are right."""
     git_dir, env = _repo(tmp_path)
@@ -202,7 +200,6 @@ def test_blobs_asked_for_ahead_are_read_in_one_round_trip_and_any_other_order_st
     reader = ObjectReader(
         _git.GitRunner(git_dir, tmp_path, tmp_path / "i"),
         lambda: git_dir / "objects",
-        read_packs=False,
     )
     requests: list[bytes] = []
     try:

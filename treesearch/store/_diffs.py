@@ -25,9 +25,6 @@ class Diffs:
         self.run = run
         self.cache: dict[tuple[str, str], Diff] = {}
         """File-level diffs (no patch text) of recent tree pairs."""
-        self.local: Callable[[str, str], list[bytes] | None] = lambda a, b: None
-        """``diff-tree -r -z --raw --numstat`` of two trees without git, or ``None`` (set by
-        the store: ``_scan_edit.diff_in_process``)."""
         self.raw: dict[tuple[str, str], list[bytes]] = {}
         """The raw records (``:modes oids status`` and path, as ``diff-tree -r -z --raw``
         prints them) of recent tree pairs: a restore between them plans from these."""
@@ -39,10 +36,8 @@ class Diffs:
             return known
         if ta == tb:
             return Diff(ta, tb, (), "", False)
-        fields = self.local(ta, tb) if max_patch_bytes <= 0 else None
-        if fields is None:
-            out = self.run(["diff-tree", "-r", "-z", "--no-renames", "--raw", "--numstat", ta, tb])
-            fields = out.split(b"\0")
+        out = self.run(["diff-tree", "-r", "-z", "--no-renames", "--raw", "--numstat", ta, tb])
+        fields = out.split(b"\0")
         self.remember_raw(ta, tb, fields)
         diff = parse_diff(ta, tb, fields, max_patch_bytes)
         if max_patch_bytes > 0:
@@ -51,23 +46,15 @@ class Diffs:
         return diff
 
     def many(self, trees: Sequence[tuple[TreeHash, TreeHash]]) -> list[Diff]:
-        """File-level changes (no patch text) of several pairs, with one git process (none
-        when ``local`` diffs them all)."""
+        """File-level changes (no patch text) of several pairs, with one git process."""
         pairs = sorted({(a, b) for a, b in trees if a != b} - self.cache.keys())
         parsed: dict[tuple[str, str], list[bytes]] = {}
-        todo = []
-        for pair in pairs:
-            local = self.local(*pair)
-            if local is None:
-                todo.append(pair)  # (one git process for all of these)
-            else:
-                parsed[pair] = local
-        if todo:
+        if pairs:
             out = self.run(
                 ["diff-tree", "-r", "-z", "--no-renames", "--raw", "--numstat", "--stdin"],
-                input="".join(f"{a} {b}\n" for a, b in todo).encode(),
+                input="".join(f"{a} {b}\n" for a, b in pairs).encode(),
             )
-            parsed.update(_split_stdin_diffs(out, todo))
+            parsed = _split_stdin_diffs(out, pairs)
         for ta, tb in pairs:
             fields = parsed.get((ta, tb), [])
             self.remember_raw(ta, tb, fields)
@@ -86,21 +73,18 @@ class Diffs:
         *,
         counts: bool,
         note_oid: Callable[[str, str], None],
-        raw: tuple[TreeHash, list[bytes], Callable[[], list[bytes] | None]] | None = None,
+        raw: tuple[TreeHash, list[bytes]] | None = None,
     ) -> list[str]:
         """Paths changed since ``last`` (content, permission bits, empty folders). With
         ``counts`` (a small change), the file-level diff with line counts is kept too: a session
         asks for exactly that right after a capture. ``note_oid`` learns each new blob id.
-        ``raw``: the scan's own diff records from a tree to ``tree`` and a function that
-        counts their lines (``_scan_edit.py``), used (no git process) when that tree is
-        ``last``'s."""
+        ``raw``: the scan's own diff records from a tree to ``tree`` (``_scan_edit.py``), used
+        (no git process; the line counts are then left to the diff asked for later) when that
+        tree is ``last``'s."""
         paths: set[str] = set()
         if last.tree != tree:
             if raw is not None and raw[0] == last.tree:
                 fields = raw[1]
-                numstat = raw[2]() if counts else None
-                if numstat is not None:
-                    self.remember(parse_diff(last.tree, tree, [*fields, *numstat], 0))
             else:
                 extra = ["--raw", "--numstat"] if counts else []
                 out = self.run(["diff-tree", "-r", "-z", "--no-renames", *extra, last.tree, tree])

@@ -8,6 +8,10 @@ so commit ids do not change. Objects are written the way git writes loose object
 renamed into place (a reader or a kill sees no object or the whole one, never a torn one; like
 git's loose objects by default, not flushed to disk before the rename). An object that exists
 already is left alone.
+
+Why it stays (issue #32, item 3): with ``_scan_edit.py`` it makes a small capture free of git
+processes; writing the commit with ``commit-tree`` instead puts a process back into every
+capture (see ``_scan_edit.py`` for the figures of the two together).
 """
 
 from __future__ import annotations

@@ -59,9 +59,9 @@ class Scan:
     walk: WalkResult
     hashed: int
     seconds: float
-    raw: tuple[TreeHash, list[bytes], Callable[[], list[bytes] | None]] | None = None
-    """Written in the process (``_scan_edit.py``): the tree edited, ``diff-tree``'s raw records
-    (split at NUL) from it to ``tree``, and its ``--numstat`` records when asked for."""
+    raw: tuple[TreeHash, list[bytes]] | None = None
+    """Written in the process (``_scan_edit.py``): the tree edited and ``diff-tree``'s raw
+    records (split at NUL) from it to ``tree``."""
 
 
 @dataclass(frozen=True)
@@ -257,7 +257,7 @@ class Scanner:
             self._remember(cache, w.files, c.feed, c.racy_known, walk_start)
             self.oids.update((p, oid) for p, oid in made.hashed.items() if p in self.recent)
             self.tree = made.tree
-            raw = (made.base, made.raw, made.counts)
+            raw = (made.base, made.raw)
             return Scan(made.tree, w, c.hashed, time.perf_counter() - t0, raw)
         restored = self._unsynced_args(c, w, tree is None)
         feed, stale = self._tell_git(c, w, restored)

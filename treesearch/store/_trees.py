@@ -5,9 +5,8 @@ A restore used to run ``diff-tree`` for its plan, a ``cat-file --batch`` of its 
 contents, and ``update-index`` + ``write-tree`` for the safety snapshot of a few changed files:
 four process starts, most of a small restore. Here:
 
-- ``ObjectReader`` reads loose objects itself (zlib, id checked), packed ones too (the pack's
-  index and entries, deltas applied, id checked: ``_packread.py``), and everything else through
-  one ``cat-file --batch`` started when first needed and kept until the store closes (GitPython
+- ``ObjectReader`` reads loose objects itself (zlib, id checked), and packed ones through one
+  ``cat-file --batch`` started when first needed and kept until the store closes (GitPython
   keeps one the same way). Objects written later by other processes are seen: loose ones are read from
   disk, and git looks for new packs when an object is not found; should it still answer
   "missing", the process is started again once before the object is called missing (a pack
@@ -42,7 +41,6 @@ from pathlib import Path
 from treesearch.store._fs import atomic_write, create_file
 from treesearch.store._git import BinarySink, GitFailed, GitRunner, git_executable
 from treesearch.store._objects import object_id
-from treesearch.store._packread import PackSet
 from treesearch.store._stat import git_mode
 
 Entry = tuple[int, str]
@@ -75,9 +73,7 @@ class ObjectReader:
     """Reads objects of one store: loose ones directly, others through one long-lived
     ``git cat-file --batch`` (see the module)."""
 
-    def __init__(
-        self, git: GitRunner, objects_dir: Callable[[], Path], *, read_packs: bool = True
-    ) -> None:
+    def __init__(self, git: GitRunner, objects_dir: Callable[[], Path]) -> None:
         self._git = git
         self._objects_dir = objects_dir
         """Where the store's git processes write objects (a search worker's store: the search
@@ -88,9 +84,6 @@ class ObjectReader:
         self._stop: weakref.finalize | None = None
         self._ahead: collections.deque[str] = collections.deque()
         """Ids asked for ahead (``ask_ahead``) whose answers wait in the pipe, in order."""
-        self._packs = PackSet(objects_dir if read_packs else lambda: Path("/nonexistent"))
-        """The packs, read in this process (``_packread.py``); ``cat-file`` for the rest
-        (everything, with ``read_packs=False``)."""
         self.started = 0
         """How many ``cat-file`` processes this reader started (a test reads it)."""
 
@@ -98,7 +91,7 @@ class ObjectReader:
 
     def read_object(self, oid: str) -> tuple[bytes, bytes]:
         """``(type, content)`` of object ``oid``; raises ``MissingObject``."""
-        got = self._loose(oid) or self._packs.read(oid, _LOOSE_MAX)
+        got = self._loose(oid)
         if got is not None:
             return got
         buf = _Buffer()
@@ -118,9 +111,6 @@ class ObjectReader:
         the answers with the process (a failure part-way: the next read starts another)."""
         if self._ahead:
             self.close()
-        self._packs.refresh()
-        # (What this process reads itself, it does not ask for.)
-        oids = [o for o in oids if not self._packs.has(o)]
         if not oids or len(oids) > AHEAD_MAX:
             return
         proc = self._process()
@@ -137,7 +127,7 @@ class ObjectReader:
         """Stream blob ``oid`` into ``sink``; return its size."""
         loose = None
         if not (self._ahead and self._ahead[0] == oid):
-            loose = self._loose(oid) or self._packs.read(oid, _LOOSE_MAX)
+            loose = self._loose(oid)
         if loose is not None:
             if loose[0] != b"blob":
                 raise GitFailed(["cat-file", oid], 1, b"not a blob: " + loose[0])

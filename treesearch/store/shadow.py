@@ -16,8 +16,9 @@ holds every cache of it; ``_restore.py`` plans, journals, executes, rolls back a
 ``_catalogue.py`` records and finds snapshots (resolve, log, labels, pins, gc); ``_diffs.py`` diffs
 trees; ``_errors.py`` maps git and OS failures to each operation's ``StoreError`` subclass;
 ``_objects.py`` writes a snapshot's commit without a git process; ``_pack.py`` packs loose objects
-and refs after captures; ``_trees.py`` reads objects (packs: ``_packread.py``; else ``cat-file``),
-compares and makes trees without git. Git runs with an environment built from nothing (``_git.py``).
+and refs after captures; ``_trees.py`` reads objects (loose ones itself, packed ones through
+``cat-file``), compares and makes trees without git. Git runs with an environment built from
+nothing (``_git.py``).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ from treesearch.store._pack import Packer
 from treesearch.store._restore import Restorer, journal_pending
 from treesearch.store._retention import GcPolicy
 from treesearch.store._scan import Scan, Scanner
-from treesearch.store._scan_edit import diff_in_process, tell_index
+from treesearch.store._scan_edit import tell_index
 from treesearch.store.values import CaptureStats, Diff, PatchResult, RestoreResult, Snapshot
 
 # splitIndex.sharedIndexExpire = now: a new shared index (written when a fifth of the entries
@@ -188,7 +189,6 @@ class ShadowStore:
         )
         self._catalogue = Catalogue(path, self._git, self._run, self._scanner.trees)
         self._diffs = Diffs(self._git, self._run)
-        self._diffs.local = lambda a, b: diff_in_process(self._scanner, a, b)
         self._packer = Packer(self.git_dir, self._run)
         self._known_fsmeta: tuple[str | None, object, object] = (None, None, None)
         """(snapshot, modes, empty folders): a walk's answer whose metadata that snapshot has."""

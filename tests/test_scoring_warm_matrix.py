@@ -1,5 +1,5 @@
 """The warm runner under every pytest major it accepts (issue 32): for each interpreter of
-``TREESEARCH_PYTEST_MATRIX`` (paths joined by ``:``; ``.ci/run`` makes venvs with pytest 6.2,
+``TREESEARCH_WARM_MATRIX`` (paths joined by ``:``; ``.ci/run`` makes venvs with pytest 6.2,
 7.4, 8.x and 9.x), every scenario of ``test_scoring_warm`` and the demo project run warm give
 the cold run's result test by test, or, for a pytest the runner does not accept, every run is
 cold and one note says why. Skipped, saying so, when the variable is unset (the suite needs no
@@ -21,7 +21,7 @@ from treesearch.scoring import run_tests
 from treesearch.scoring.warm import WarmRunner
 from treesearch.scoring.warm_proc import untested_pytest
 
-MATRIX_ENV = "TREESEARCH_PYTEST_MATRIX"
+MATRIX_ENV = "TREESEARCH_WARM_MATRIX"
 _PYTHONS = [p for p in os.environ.get(MATRIX_ENV, "").split(os.pathsep) if p]
 
 

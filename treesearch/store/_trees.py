@@ -641,7 +641,7 @@ class ObjectBatch:
         folder = objects_dir / "pack"
         if not folder.is_dir():
             folder.mkdir(parents=True, exist_ok=True)
-        # The pack is written in place: git (and ``_packread``) sees a pack only through its
+        # The pack is written in place: git sees a pack only through its
         # index, renamed into place once the pack is whole. A file of that name already there
         # (a killed writer's, or another process writing the same objects into a shared objects
         # folder) is replaced whole, through a temporary file. Temporary files go beside the

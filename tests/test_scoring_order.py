@@ -18,8 +18,8 @@ from treesearch.config import validate
 from treesearch.errors import ConfigError
 from treesearch.scoring import ScoreCache, Scorer, TestSpec
 from treesearch.scoring.envkey import environment_key
-from treesearch.scoring.order import TIMEOUT_MARK, is_repair
-from treesearch.scoring.results import RunStatus
+from treesearch.scoring.order import TIMEOUT_MARK, is_repair, screen_ids
+from treesearch.scoring.results import RunStatus, from_summary
 from treesearch.search import graph as G
 from treesearch.search.events import replay
 from treesearch.search.policies import beam, best_first
@@ -174,11 +174,21 @@ def test_progress_first_runs_the_rest_when_any_parent_failure_passes_now(tmp_pat
     scorer = Scorer(spec_for(log), order="progress_first")
     root = scorer.score(ws)
     logged(log)
-    # Nothing fixed: both failing tests run (no stop at the first), then nothing else.
+    # Nothing fixed, nothing broken: both failing tests run (no stop at the first), then the
+    # rest, since the candidate may still tie its parent: a full run, the parent's score.
     same = scorer.score(ws, parent=root)
-    assert logged(log) == ["session", "test_a", "test_c"]
-    assert same.partial is not None and same.partial.not_run == 2
-    assert "none of the 2 tests that failed in the parent passes now" in same.partial.reason
+    assert logged(log) == ["session", "test_a", "test_c", "test_b", "test_d"]
+    assert same.partial is None and same.score == pytest.approx(0.5)
+    # Nothing fixed and b broken: the session stops at test_b, the third failure (the parent
+    # failed two): the candidate scores below its parent whatever test_d does.
+    (ws / "m.py").write_text(module(b=5))
+    worse = scorer.score(ws, parent=root)
+    assert logged(log) == ["session", "test_a", "test_c", "test_b"]
+    assert worse.partial is not None and worse.partial.not_run == 1
+    assert "none of the 2 test(s) that failed in the parent passes now" in worse.partial.reason
+    assert "tests/test_m.py::test_b fails too" in worse.partial.reason
+    assert worse.score == 0.0 and worse.partial.upper == pytest.approx(0.25)
+    assert worse.partial.upper < root.score
     # c fixed, a not: progress, so the whole suite runs and the node is fully run (3 of 4).
     (ws / "m.py").write_text(module(c=3))
     runs = scorer.test_runs
@@ -186,6 +196,18 @@ def test_progress_first_runs_the_rest_when_any_parent_failure_passes_now(tmp_pat
     assert logged(log) == ["session", "test_a", "test_c", "test_b", "test_d"]
     assert scorer.test_runs == runs + 1
     assert half.partial is None and half.score == pytest.approx(0.75)
+
+
+def test_a_parent_rebuilt_from_its_summary_still_counts_every_failing_test() -> None:
+    # A summary lists 50 failing ids; its totals count 60. The stand-in fails 60 tests (the
+    # first 50 by id), so a screen after a resume stops where one that never stopped does.
+    listed = [f"tests/test_m.py::test_{i}" for i in range(50)]
+    tests = {"status": "ok", "totals": {"failed": 55, "error": 5, "passed": 3}, "failing": listed}
+    parent = from_summary("t", tests)
+    assert parent is not None
+    assert len(parent.run.failing) == 60
+    assert [t.id for t in parent.run.failing[:50]] == listed
+    assert screen_ids(parent.run) == tuple(listed)
 
 
 def test_order_all_runs_every_test_every_time(tmp_path: Path) -> None:
@@ -209,8 +231,9 @@ def test_auto_order_screens_only_in_a_repair_search(tmp_path: Path) -> None:
     assert scorer.score(ws, parent=root).partial is None
     assert len(logged(log)) == 5
     scorer.repair = True  # auto screens as progress_first: every failing test, no stop
+    (ws / "m.py").write_text(module(b=5, d=5))  # worse than the root: stops at test_b
     assert scorer.score(ws, parent=root).partial is not None
-    assert logged(log) == ["session", "test_a", "test_c"]
+    assert logged(log) == ["session", "test_a", "test_c", "test_b"]
     assert is_repair({"status": "ok", "failing": ["t"]})
     assert not is_repair({"status": "ok", "failing": []})
     assert not is_repair({"status": "error", "failing": ["tests/test_m.py"]})

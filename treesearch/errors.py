@@ -1,8 +1,8 @@
 """The exception hierarchy. Every error treesearch raises is a ``TreesearchError``.
 
 One class per operation (in the spirit of jj's ``SnapshotError``/``CheckoutError``): callers catch
-exactly the failure they can handle. Exceptions of libraries underneath (GitPython, git itself, the
-HTTP client) are mapped to these once, at the module boundary, with ``raise ... from exc``.
+exactly the failure they can handle. Exceptions of what runs underneath (git, the HTTP client,
+pydantic) are mapped to these once, at the module boundary, with ``raise ... from exc``.
 Messages say what failed, on which file or field, and what to do about it.
 """
 

@@ -1,10 +1,12 @@
-"""Test doubles for code built on treesearch: a store without git, a scorer without tests.
+"""Test doubles for code built on treesearch: a store without a shadow repository, a scorer
+without tests.
 
 The search controller takes its collaborators as arguments (``treesearch.types``), so a search
 can run in milliseconds with these in place of the real ones:
 
-- ``MemoryStore``: a ``SnapshotStore`` that keeps every state in memory (no git, no store folder)
-  over a real workspace folder, so agents and session tools work on real files unchanged;
+- ``MemoryStore``: a ``SnapshotStore`` that keeps every state in memory (no shadow repository, no
+  store folder) over a real workspace folder, so agents and session tools work on real files
+  unchanged (only ``apply_patch`` runs ``git apply``, through ``treesearch.store``);
 - ``ScriptedAgent``: the project's real scripted agent (a fixed list of file writes, replacements
   and commands, each a session step), re-exported here; ``CallbackAgent`` runs a function;
 - ``FunctionScorer``: a ``StateScorer`` whose score is a function of the workspace's files;

@@ -12,7 +12,8 @@ as keyword arguments (``register_agent``). Built-ins:
 
 - ``scripted``: a fixed list of shell commands, file writes and replacements (deterministic; the
   test double of the project and a real agent);
-- ``patch``: applies unified diffs (pure Python, all-or-nothing per patch);
+- ``patch``: applies unified diffs with ``git apply`` through the store (all or nothing per
+  patch);
 - ``command``: runs an external agent CLI in the workspace under the sandbox's timeout and limits;
 - ``python``: calls ``module:function`` with the context.
 

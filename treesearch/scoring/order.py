@@ -12,11 +12,14 @@
   score is a lower bound: every test that did not run counts as failed (not run is never a
   pass). A suite whose results depend on the order its tests run in should use ``all``.
 * ``progress_first``: the same screen, but every one of the parent's failing tests runs (no
-  stop at the first), and the session goes on to the rest when at least one of them passes
-  now. A candidate that fixes none of them cannot score above its parent (its other tests
-  passed in the parent at best), so little is lost by leaving it partial; one that fixes some
+  stop at the first), and the session always goes on to the rest. A candidate that fixes some
   of them is fully run, and a policy can climb through it to a fix that needs several edits
-  (``failing_first`` hides it).
+  (``failing_first`` hides it). One that fixes none of them cannot score above its parent
+  (its other tests passed in the parent at best); it is stopped as soon as more of its tests
+  have failed than its parent's (it then scores *below* its parent, whatever the tests not run
+  do) and left partial. A candidate that may still tie its parent (a neutral edit: the step a
+  two-edit fix often goes through) is run to the end, so no policy has to pay a second run to
+  learn that it ties.
 * ``all``: every run is a full run (as before this option existed).
 * ``auto`` (the default): ``progress_first`` in a *repair search* under a policy that seldom
   builds on a screened-out candidate, ``all`` otherwise. A repair search is one whose root
@@ -184,16 +187,20 @@ class OrderReport:
     """A test that swallowed its timeout, after which pytest was stopped."""
     stopped: bool = False
     """The screen stopped the session (the tests after it did not run)."""
+    worse: str = ""
+    """The test whose failure stopped a ``progress_first`` session that made no progress: from
+    it on more tests had failed than in the parent."""
 
 
 def _read_report(path: Path) -> OrderReport | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         screen = data.get("screen")
-        selected, deselected, stopped = None, 0, False
+        selected, deselected, stopped, worse = None, 0, False, ""
         if isinstance(screen, dict):
             selected = int(screen["screened"])
             stopped = bool(screen.get("stopped"))
+            worse = str(screen.get("worse") or "")
             ran = int(data.get("ran") or 0)
             deselected = max(int(screen["collected"]) - max(ran, selected), 0)
         return OrderReport(
@@ -203,6 +210,7 @@ def _read_report(path: Path) -> OrderReport | None:
             timed_out=tuple(str(x) for x in data.get("timed_out") or ()),
             aborted=str(data.get("aborted") or ""),
             stopped=stopped,
+            worse=worse,
         )
     except (OSError, ValueError, TypeError, AttributeError, KeyError):
         return None
@@ -214,12 +222,14 @@ def run_ordered(
     *,
     first: Sequence[str] | None = None,
     progress: bool = False,
+    parent_failed: int | None = None,
     timeouts: Mapping[str, Any] | None = None,
     warm: WarmRunner | None = None,
 ) -> tuple[TestRun, OrderReport | None]:
     """Run ``spec`` with the ``pytest_order`` plugin: the tests ``first`` names before the
     others, in one session that stops after them when the screen fails (``progress``: when
-    none of them passes; otherwise at the first that fails), and/or per-test ``timeouts``.
+    none of them passes, and with ``parent_failed`` only once more tests have failed than that;
+    otherwise at the first that fails), and/or per-test ``timeouts``.
     The report is ``None`` when the plugin did not load or write (then nothing it was asked
     for can be assumed). ``warm``: the warm runner to run it in (as ``run_tests``)."""
     with lifecycle.scratch_dir("order") as tmp:
@@ -227,6 +237,8 @@ def run_ordered(
         if first is not None:
             cfg["first"] = list(first)
             cfg["progress"] = progress
+            if progress and parent_failed is not None:
+                cfg["parent_failed"] = int(parent_failed)
         if timeouts:
             cfg["timeouts"] = dict(timeouts)
         (tmp / "order.json").write_text(json.dumps(cfg), encoding="utf-8")
@@ -278,6 +290,11 @@ def make_partial(
     if run.status is not RunStatus.OK:
         reason = f"the screen run ended {run.status.value}" + (
             f": {run.problem}" if run.problem else ""
+        )
+    elif report is not None and report.worse:
+        reason = (
+            f"none of the {report.selected} test(s) that failed in the parent passes now, and "
+            f"{report.worse} fails too: more tests fail than in the parent"
         )
     elif (
         first

@@ -95,7 +95,13 @@ def evaluate(
     if screen:
         progress = scorer.order != "failing_first"  # progress_first, or auto in a repair search
         run, report = O.run_ordered(
-            used, workspace, first=screen, progress=progress, timeouts=limits, warm=warm
+            used,
+            workspace,
+            first=screen,
+            progress=progress,
+            parent_failed=len(parent.failing) if parent is not None else None,
+            timeouts=limits,
+            warm=warm,
         )
         scorer.test_runs += 1
         if parent is not None and spec.reruns:

@@ -9,6 +9,10 @@ path of a JSON file with an object with any of:
   nothing out. The session stops (``session.shouldfail``, as ``--maxfail`` does) as soon as one
   of them fails, or with ``progress`` when the last of them has finished and none passes while
   at least one fails; otherwise the rest run after them, in the order pytest collected them.
+  With ``progress`` and ``parent_failed`` (how many tests the parent failed), a screen that
+  made no progress does not stop the session yet: the rest run until more tests have failed
+  than ``parent_failed`` (the candidate then scores below its parent, whatever the tests not
+  run do), so a candidate that may still tie its parent is run to the end.
   The command's own paths and options still decide what is collected (``pytest -q tests`` is
   screened as well as a bare ``pytest``). The report says how many tests were collected and
   screened, and whether the screen stopped the session.
@@ -61,7 +65,15 @@ _state: dict[str, Any] = {
     "timed_out": [],
     "aborted": "",
 }
-_screen: dict[str, Any] = {"ids": set(), "left": 0, "passed": 0, "failed": 0, "outcome": {}}
+_screen: dict[str, Any] = {
+    "ids": set(),
+    "left": 0,
+    "passed": 0,
+    "failed": 0,
+    "outcome": {},
+    "waiting": False,  # no progress: stop once more tests fail than the parent's failures
+    "failing": set(),  # every test of the session that failed (any phase)
+}
 _session: list = []
 
 
@@ -129,6 +141,8 @@ def pytest_collection_modifyitems(session: Any, config: Any, items: list) -> Non
 
 
 def pytest_runtest_logreport(report: Any) -> None:
+    if report.failed:
+        _screen["failing"].add(report.nodeid)
     if report.nodeid not in _screen["ids"]:
         return
     outcome = _screen["outcome"]
@@ -146,18 +160,35 @@ def _stop_after_screen(nodeid: str) -> None:
     _screen[outcome] = _screen.get(outcome, 0) + 1
     _screen["left"] -= 1
     progress = _cfg.get("progress")
-    if (outcome == "failed" and not progress) or (
-        progress and not _screen["left"] and _screen["failed"] and not _screen["passed"]
-    ):
-        _state["screen"]["stopped"] = True
-        if _session:
-            _session[0].shouldfail = "treesearch screen: the parent's failing tests still fail"
+    if outcome == "failed" and not progress:
+        _stop()
+    elif progress and not _screen["left"] and _screen["failed"] and not _screen["passed"]:
+        if isinstance(_cfg.get("parent_failed"), int):
+            _screen["waiting"] = True
+            _stop_when_worse(nodeid)
+        else:
+            _stop()
+
+
+def _stop_when_worse(nodeid: str) -> None:
+    """After a screen without progress: stop once more tests failed than the parent did."""
+    if len(_screen["failing"]) > _cfg["parent_failed"]:
+        _state["screen"]["worse"] = nodeid
+        _stop()
+
+
+def _stop() -> None:
+    _state["screen"]["stopped"] = True
+    if _session:
+        _session[0].shouldfail = "treesearch screen: the parent's failing tests still fail"
 
 
 def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
     _state["ran"] += 1
     if nodeid in _screen["ids"]:
         _stop_after_screen(nodeid)
+    elif _screen["waiting"] and not _state["screen"]["stopped"]:
+        _stop_when_worse(nodeid)
 
 
 def _limit(item: Any) -> float | None:

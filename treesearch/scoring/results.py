@@ -445,7 +445,9 @@ SUMMARY = "(summary)"
 def from_summary(tree: str, tests: Mapping[str, Any] | None) -> ScoreResult | None:
     """A stand-in for a parent's result rebuilt from its node's test summary (after a resume,
     when the result itself is no longer in memory): its status and failing tests, which is
-    what a screen needs. ``None`` when the summary says nothing usable."""
+    what a screen needs (the summary lists the first 50; the others, counted in its totals,
+    stand in as ``(failing N)``, so that a screen knows how many tests the parent failed).
+    ``None`` when the summary says nothing usable."""
     if not tests:
         return None
     try:
@@ -454,6 +456,11 @@ def from_summary(tree: str, tests: Mapping[str, Any] | None) -> ScoreResult | No
         return None
     failing = tuple(
         TestCase(str(test_id), Outcome.FAILED) for test_id in tests.get("failing") or ()
+    )
+    totals = tests.get("totals") or {}
+    counted = sum(int(totals.get(o.value) or 0) for o in Outcome if o.is_failure)
+    failing += tuple(
+        TestCase(f"(failing {i + 1})", Outcome.FAILED) for i in range(len(failing), counted)
     )
     run = TestRun(status=status, tests=failing, exit_code=1 if failing else 0)
     return ScoreResult(0.0, False, SUMMARY, run, tree=tree)

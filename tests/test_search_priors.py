@@ -173,3 +173,31 @@ def test_the_repair_benchmark_specs_and_the_recommended_config_load(
     search, _, _, _ = load_eval_config(ROOT / "configs" / "repair.yaml")
     assert search["search"]["params"] == {"patience": 3}
     assert search["strategies"]["mutate"]["order"] == "ranked"
+
+
+@pytest.mark.slow
+def test_mcts_with_screens_fixes_the_or_and_trap_and_leaves_only_proven_worse_nodes_partial(
+    tmp_path: Path,
+) -> None:
+    """Under ``progress_first`` a screen stops a candidate only once more of its tests failed
+    than its parent's: every node left partial has a bound below its parent's score (a neutral
+    edit runs to the end), and MCTS with screens fixes the trap within 30 test runs, as it does
+    running every test."""
+    outs = {}
+    for order in ("progress_first", "all"):
+        cfg = repair_config(tmp_path / order, "orand")
+        cfg["scoring"]["order"] = order
+        cfg["search"]["policy"] = "mcts"
+        outs[order] = run_from_config(cfg, base_dir=tmp_path)
+        assert outs[order].best_score == 1.0 and outs[order].usage.test_runs <= 30
+    g = outs["progress_first"].graph
+    partial = [n for n in g.nodes if G.is_partial(g, n)]
+    ever = [e for e in events(outs["progress_first"]) if e["event"] == "expansion"]
+    assert partial or any(e["event"] == "completed" for e in events(outs["progress_first"]))
+    assert len(ever) >= 5
+    for e in ever:
+        tests = e.get("tests") or {}
+        if tests.get("partial"):
+            parent_score = g.nodes[e["parent"]]["score"]
+            assert tests["upper"] < parent_score, (e["child"], tests)
+            assert "more tests fail than in the parent" in tests["partial_reason"]

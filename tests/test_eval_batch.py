@@ -116,6 +116,23 @@ def test_eval_oracle_shows_grading_tests_and_labels_every_output(tmp_path: Path)
     assert pred["oracle"] is True
 
 
+def test_eval_explicit_null_search_tests_is_like_absent_regression(tmp_path: Path) -> None:
+    """`scoring.search_tests: null` with a row's own search command: the search config of the
+    instance was built with `setdefault`, which kept the null and failed on it."""
+    inst = dict(calc_repo(tmp_path), search_tests=f"{PYTEST} tests")
+    out = run_eval(
+        eval_config(tmp_path),
+        write_jsonl(tmp_path / "inst.jsonl", [inst]),
+        repos=tmp_path / "repos",
+        out=tmp_path / "ev",
+        workers=1,
+        overrides=["scoring.search_tests=null"],
+    )
+    (row,) = out.rows
+    assert row["status"] == "resolved", row
+    assert row["steer"]["search_tests"] == f"{PYTEST} tests"
+
+
 def test_eval_missing_repository_and_commit_are_error_rows_while_others_go_on(
     tmp_path: Path,
 ) -> None:

@@ -388,8 +388,8 @@ def _search_config(
     out_cfg["instance_id"] = inst.instance_id
     if s.task_from_instance and inst.problem_statement.strip():
         raw["task"] = inst.problem_statement
-    scoring = raw.setdefault("scoring", {})
-    tests = scoring.setdefault("search_tests", {})
+    scoring = raw["scoring"] = raw.get("scoring") or {}  # `scoring: null` is no section
+    tests = scoring["search_tests"] = scoring.get("search_tests") or {}  # nor `search_tests: null`
     if inst.search_tests:
         tests["command"] = inst.search_tests
         row["steer"] = {**row["steer"], "search_tests": inst.search_tests}
@@ -477,7 +477,7 @@ def _passes_with_gold(
         apply_patch(gold, inst.patch)
     except (_NoBase, PatchError, TreesearchError):
         return None
-    spec = TestSpec(**(raw.get("scoring") or {}).get("search_tests", {}))
+    spec = TestSpec.model_validate(raw["scoring"]["search_tests"])  # made by _search_config
     out: dict[str, bool] = {}
     for k in repro.get("kept", []):
         kept, reason, _run = check_file(folder / str(k["file"]), gold, spec)

@@ -95,6 +95,36 @@ def test_build_agent_with_a_bad_field_is_one_line_naming_the_kind_and_field(kind
     assert len(str(err.value).splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("prompts", "says"),
+    [
+        ({"sytem": "x"}, "prompts.sytem: unknown key (allowed: system, task, feedback, "),
+        ({"task": 3}, "prompts.task: must be text, got 3"),
+        ({"task": "{task} {tsk}"}, "prompts.task: unknown placeholder {tsk}; known: {task}, "),
+        ("terse", "prompts: must be a mapping of template name to text"),
+    ],
+)
+def test_a_bad_llm_prompt_template_names_its_path_in_the_file(
+    tmp_path: Path, prompts: Any, says: str
+) -> None:
+    path = write(tmp_path, {"s": {**GOOD["llm"], "prompts": prompts}})
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).startswith(f"{path}: strategies.s.{says}"), str(err.value)
+
+
+def test_llm_prompt_templates_are_validated_once_into_the_model_the_agent_takes(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, {"s": {**GOOD["llm"], "prompts": {"feedback": "Got:\n{feedback}"}}})
+    strategy = load_config(path).config.strategies["s"]
+    agent = build_agent(strategy)
+    assert agent.config.prompts is strategy.prompts  # type: ignore[attr-defined]
+    assert strategy.prompts.feedback == "Got:\n{feedback}"
+    assert strategy.prompts.system == type(strategy.prompts)().system  # the rest: the defaults
+    assert load_config(write(tmp_path, {"s": {**GOOD["llm"], "prompts": None}})).config
+
+
 def test_an_unknown_kind_in_a_file_lists_the_registered_kinds(tmp_path: Path) -> None:
     path = write(tmp_path, {"s": {"kind": "telepathy"}})
     with pytest.raises(ConfigError) as err:

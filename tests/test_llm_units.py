@@ -64,7 +64,10 @@ def test_public_names_are_exactly_all() -> None:
         ({"model": "m", "mode": "chat"}, "field 'mode' must be 'tools'"),
         ({"model": "m", "api_key_env": ""}, "field 'api_key_env' must be"),
         ({"model": "m", "extra_body": {"messages": []}}, "extra_body may not set messages"),
-        ({"model": "m", "prompts": {"sytem": "x"}}, "prompts.sytem: unknown template"),
+        (
+            {"model": "m", "prompts": {"sytem": "x"}},
+            "prompts.sytem: unknown field; allowed: system, task,",
+        ),
         ({"model": "m", "prompts": {"task": "{task} {tsk}"}}, "unknown placeholder {tsk}"),
         ({"model": "m", "cache": 3}, "field 'cache' must be a folder path or false"),
         ({"model": "m", "cache": False, "replay": True}, "'replay: true' needs a cache"),
@@ -108,8 +111,8 @@ def test_llm_config_reads_every_documented_field() -> None:
     )
     cfg = agent.config  # type: ignore[attr-defined]
     assert cfg.api_key_env is None and cfg.max_tokens is None and cfg.mode == "text"
-    assert cfg.templates.feedback == "Results:\n{feedback}"
-    assert cfg.templates.system == Prompts().system
+    assert cfg.prompts.feedback == "Results:\n{feedback}"
+    assert cfg.prompts.system == Prompts().system
     assert cfg.cache_folder == Path("~/llm-cache").expanduser() and cfg.replay
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -32,12 +32,10 @@ from pydantic import (
     model_validator,
 )
 
+from treesearch.agents.llm.prompts import Prompts
 from treesearch.errors import AgentError
 from treesearch.scoring.spec import TestSpec
-from treesearch.validation import Number, check_command, explain, shown
-
-if TYPE_CHECKING:
-    from treesearch.agents.llm.prompts import Prompts
+from treesearch.validation import Number, check_command, explain, model_at, shown
 
 __all__ = [
     "ACTIONS",
@@ -109,7 +107,10 @@ def agent_error(kind: str, exc: ValidationError, model: type[BaseModel]) -> Agen
     if not loc or text.startswith(loc[0]):
         return AgentError(f"{kind} agent: {text}")
     if len(loc) > 1:
-        return AgentError(f"{kind} agent: field {loc[0]!r}: {'.'.join(loc[1:])}: {text}")
+        parent = model_at(model, loc[:-1]) if err["type"] == "extra_forbidden" else None
+        if parent is not None:
+            text = f"unknown field; allowed: {', '.join(parent.model_fields)}"
+        return AgentError(f"{kind} agent: {'.'.join(loc)}: {text}")
     return AgentError(f"{kind} agent: field {loc[0]!r} {text}")
 
 
@@ -469,9 +470,10 @@ class LLMAgentConfig(AgentConfig):
     instructions: StrictStr = Field(
         "", description="strategy guidance put in the system prompt's {instructions}"
     )
-    prompts: dict[str, str] | None = Field(
-        None,
-        description="templates overriding the defaults: system, task, feedback, siblings, text_mode",
+    prompts: Prompts = Field(
+        default_factory=Prompts,
+        description="a mapping of template name to text, overriding the defaults: system, "
+        "task, feedback, siblings, text_mode",
     )
     cache: StrictStr | Literal[False] | None = Field(
         None,
@@ -503,13 +505,7 @@ class LLMAgentConfig(AgentConfig):
     @field_validator("prompts", mode="before")
     @classmethod
     def _prompts(cls, value: Any) -> Any:
-        from treesearch.agents.llm.prompts import Prompts
-
-        try:
-            Prompts.from_config(value)
-        except AgentError as exc:
-            raise ValueError(str(exc).removeprefix("llm agent: ")) from None
-        return value
+        return {} if value is None else value  # `prompts:` with nothing: the defaults
 
     @field_validator("cache", mode="before")
     @classmethod
@@ -523,13 +519,6 @@ class LLMAgentConfig(AgentConfig):
         if self.replay and self.cache is False:
             raise ValueError("'replay: true' needs a cache (it is set to false)")
         return self
-
-    @property
-    def templates(self) -> Prompts:
-        """The prompt templates: the defaults with ``prompts`` laid over them."""
-        from treesearch.agents.llm.prompts import Prompts
-
-        return Prompts(**(self.prompts or {}))
 
     @property
     def use_cache(self) -> bool:

@@ -17,10 +17,9 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from treesearch.agents import AgentContext, AgentCost, AgentResult, AgentStatus
-from treesearch.agents.configs import LLMAgentConfig
 from treesearch.agents.llm.client import (
     ChatClient,
     ChatReply,
@@ -45,6 +44,9 @@ from treesearch.agents.llm.replay import (
 )
 from treesearch.errors import AgentError, SessionError
 from treesearch.session import SessionDeadlineError, Step, ToolCall, ToolEnv, ToolFn, ToolOutcome
+
+if TYPE_CHECKING:  # the config module imports this package's prompt templates
+    from treesearch.agents.configs import LLMAgentConfig
 
 __all__ = ["LLMAgent"]
 
@@ -250,7 +252,7 @@ class _Run:
 
     def _start(self) -> None:
         cfg, ctx = self.cfg, self.ctx
-        p = cfg.templates
+        p = cfg.prompts
         latest = ctx.feedback[-1] if ctx.feedback and ctx.feedback[-1] else ""
         values: dict[str, object] = {
             "task": ctx.task,
@@ -509,7 +511,7 @@ class _Run:
     def _run_tests_tool(self, env: ToolEnv, args: Mapping[str, Any]) -> ToolOutcome:
         assert self.ctx.run_tests is not None
         text = self.ctx.run_tests()
-        return ToolOutcome(render(self.cfg.templates.feedback, {"feedback": text}))
+        return ToolOutcome(render(self.cfg.prompts.feedback, {"feedback": text}))
 
     # --- the context budget -----------------------------------------------------------------------
 

@@ -1,18 +1,18 @@
 """Prompt templates, their rendering, the tool schemas offered to the model, and text-mode parsing.
 
 Templates are plain text in which ``{name}`` is replaced for the known names only (other braces,
-as in code or JSON, are left alone); an unknown ``{name}`` is refused when the config is read, so
-a typo does not reach the model silently.
+as in code or JSON, are left alone); an unknown ``{name}`` is refused when the config is
+validated, so a typo does not reach the model silently.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from treesearch.errors import AgentError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr
 
 __all__ = [
     "DEFAULT_PROMPTS",
@@ -78,52 +78,39 @@ commands (sed, a heredoc, python). A block that holds only `run_tests` runs the 
 block that holds only `finish` ends your work."""
 
 
-@dataclass(frozen=True)
-class Prompts:
-    """The prompt templates (config ``prompts:``). Each may use ``{task}``, ``{feedback}``,
-    ``{history}``, ``{siblings}``, ``{instructions}``, ``{max_steps}`` and ``{attempt}``."""
+def _known_placeholders(text: str) -> str:
+    for found in _PLACEHOLDER.findall(text):
+        if found not in PLACEHOLDERS:
+            raise ValueError(
+                f"unknown placeholder {{{found}}}; known: "
+                + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
+            )
+    return text
 
-    system: str = _SYSTEM
+
+_Template = Annotated[StrictStr, AfterValidator(_known_placeholders), Field(description="text")]
+
+
+class Prompts(BaseModel):
+    """The prompt templates (config ``prompts:``, validated with the strategy). Each may use
+    ``{task}``, ``{feedback}``, ``{history}``, ``{siblings}``, ``{instructions}``,
+    ``{max_steps}`` and ``{attempt}``; any other ``{name}`` is refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    system: _Template = _SYSTEM
     """The system message. ``{instructions}`` is the strategy's ``instructions`` field."""
-    task: str = _TASK
+    task: _Template = _TASK
     """The first user message. ``{feedback}`` is the rendered ``feedback`` template,
     ``{siblings}`` the rendered ``siblings`` template (empty on a node's first expansion),
     ``{history}`` the path from the root, one line per edge."""
-    feedback: str = _FEEDBACK
+    feedback: _Template = _FEEDBACK
     """Wraps test results, both in the task message and as the ``run_tests`` tool's answer;
     here ``{feedback}`` is the raw test feedback text."""
-    siblings: str = _SIBLINGS
+    siblings: _Template = _SIBLINGS
     """The account of earlier expansions of the same node; here ``{siblings}`` is the list."""
-    text_mode: str = _TEXT_MODE
+    text_mode: _Template = _TEXT_MODE
     """Appended to the system message in text-only mode (``mode: text``)."""
-
-    @classmethod
-    def from_config(cls, value: Any) -> Prompts:
-        """Defaults overridden by a mapping of template name -> text; raises ``AgentError``."""
-        if value is None:
-            return cls()
-        if not isinstance(value, Mapping):
-            raise AgentError(
-                f"llm agent: field 'prompts' must be a mapping of template name to text, "
-                f"got {value!r:.80}"
-            )
-        names = [f.name for f in fields(cls)]
-        out: dict[str, str] = {}
-        for key, text in value.items():
-            if key not in names:
-                raise AgentError(
-                    f"llm agent: prompts.{key}: unknown template; known: {', '.join(names)}"
-                )
-            if not isinstance(text, str):
-                raise AgentError(f"llm agent: prompts.{key} must be text, got {text!r:.80}")
-            for found in _PLACEHOLDER.findall(text):
-                if found not in PLACEHOLDERS:
-                    raise AgentError(
-                        f"llm agent: prompts.{key}: unknown placeholder {{{found}}}; known: "
-                        + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
-                    )
-            out[key] = text
-        return cls(**out)
 
 
 DEFAULT_PROMPTS = Prompts()

@@ -16,7 +16,7 @@ from treesearch.search import graph as G
 from treesearch.search.budget import Budget
 from treesearch.search.controller import Controller, SearchResult, Strategy
 from treesearch.search.events import replay
-from treesearch.search.policies import make_policy
+from treesearch.search.params import make_policy
 from treesearch.session import ToolCall
 from treesearch.testing import CallbackAgent, FunctionScorer, MemorySink, MemoryStore, ScriptedAgent
 

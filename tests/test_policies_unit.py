@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import random
 from typing import Any
@@ -10,12 +12,12 @@ import networkx as nx
 import pytest
 
 from treesearch.search import graph as G
+from treesearch.search.params import POLICY_PARAMS, make_policy
 from treesearch.search.policies import (
     POLICIES,
     beam,
     best_first,
     bfs,
-    make_policy,
     mcts,
     path_prior,
     puct,
@@ -164,8 +166,30 @@ def test_every_policy_only_picks_untried_pairs_within_max_depth(name: str) -> No
 def test_make_policy_refuses_an_unknown_name_or_parameter() -> None:
     with pytest.raises(KeyError):
         make_policy("dfs")
-    with pytest.raises(TypeError, match="takes \\['width'\\]"):
+    with pytest.raises(
+        ValueError, match=r"^policy 'beam': params\.c: unknown key; allowed: width$"
+    ):
         make_policy("beam", c=1.0)
+    with pytest.raises(ValueError, match=r"params\.c: unknown key; allowed: none$"):
+        make_policy("bfs", c=1.0)
+    with pytest.raises(ValueError, match=r"params\.width: must be a whole number of nodes"):
+        make_policy("beam", width=0)
+    with pytest.raises(ValueError, match=r"policy 'mcts' takes MctsParams, not PuctParams"):
+        make_policy("mcts", POLICY_PARAMS["puct"]())
+
+
+def test_make_policy_binds_the_policy_functions_own_defaults() -> None:
+    """A parameter left out gets the value the policy function itself defaults to."""
+    for name, policy in POLICIES.items():
+        bound = make_policy(name)
+        assert isinstance(bound, functools.partial) and bound.func is policy
+        defaults = {
+            k: p.default
+            for k, p in inspect.signature(policy).parameters.items()
+            if p.kind is p.KEYWORD_ONLY and k not in ("strategies", "max_depth")
+        }
+        assert bound.keywords == defaults, name
+    assert make_policy("mcts", c=0.5).keywords == {"c": 0.5, "pw_k": 1.0, "pw_alpha": 0.5}
 
 
 def noop(g: nx.DiGraph, node: str, strategy: str, *, exhausted: bool) -> None:
@@ -309,5 +333,5 @@ def test_a_partial_node_ranks_by_its_bound_below_a_full_node_of_the_same_value()
 def test_priors_and_c_must_be_numbers_of_their_policies() -> None:
     assert make_policy("best_first", priors=10, patience=3) is not None
     assert make_policy("puct", c=2.0) is not None
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match=r"params\.priors: unknown key; allowed: c$"):
         make_policy("puct", priors=10)

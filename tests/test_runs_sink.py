@@ -15,7 +15,7 @@ from treesearch.scoring.results import RunStatus, ScoreResult, TestRun
 from treesearch.search import graph as G
 from treesearch.search.budget import Budget
 from treesearch.search.controller import Controller, Strategy
-from treesearch.search.policies import make_policy
+from treesearch.search.params import make_policy
 from treesearch.testing import FunctionScorer, MemoryStore, ScriptedAgent
 
 

@@ -363,7 +363,41 @@ def test_overrides_merge_into_nested_keys(tmp_path: Path) -> None:
         path, ["search.policy=mcts", "search.params.c=0.5", "search.budget.expansions=4"]
     )
     s = loaded.config.search
-    assert (s.policy, s.params, s.budget.expansions, s.seed) == ("mcts", {"c": 0.5}, 4, 7)
+    assert (s.policy, s.params.c, s.budget.expansions, s.seed) == ("mcts", 0.5, 4, 7)
+    assert dict(s.params) == {"c": 0.5, "pw_k": 1.0, "pw_alpha": 0.5}  # the policy's defaults
+
+
+@pytest.mark.parametrize(
+    ("search", "says"),
+    [
+        (
+            {"policy": "bfs", "params": {"c": 2}},
+            ".c: not a parameter of policy 'bfs' (allowed: none)",
+        ),
+        (
+            {"policy": "best_first", "params": {"c": 2}},
+            ".c: not a parameter of policy 'best_first' (allowed: patience, priors)",
+        ),
+        ({"policy": "mcts", "params": {"c": "x"}}, ".c: must be a number >= 0, got 'x'"),
+        ({"policy": "mcts", "params": {"pw_k": -1}}, ".pw_k: must be a number >= 0, got -1"),
+        ({"policy": "puct", "params": {"c": True}}, ".c: must be a number >= 0, got True"),
+        ({"policy": "beam", "params": {"width": 0}}, ".width: must be a whole number of nodes"),
+        ({"policy": "beam", "params": {"width": 1.5}}, ".width: must be a whole number of nodes"),
+        ({"params": {"priors": -1}}, ".priors: must be a number >= 0, or null, got -1"),
+        ({"policy": "beam", "params": "wide"}, ": must be a mapping, got 'wide'"),
+    ],
+)
+def test_policy_params_are_checked_by_the_policys_model_naming_the_key(
+    tmp_path: Path, search: dict[str, Any], says: str
+) -> None:
+    scripted = {"s": {"kind": "scripted", "steps": []}}
+    path = write_yaml(
+        tmp_path / "p.yaml",
+        {"workspace": {"path": str(tmp_path)}, "strategies": scripted, "search": search},
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).startswith(f"{path}: search.params{says}"), str(err.value)
 
 
 # ------------------------------------------------------------------------------- interrupt & resume

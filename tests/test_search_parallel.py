@@ -31,7 +31,8 @@ from treesearch.search import parallel
 from treesearch.search._forked import PROCESS_NAME
 from treesearch.search.batch import dispatched, next_to_send, select_batch, share_test_runs
 from treesearch.search.graph import to_json
-from treesearch.search.policies import Choice, make_policy
+from treesearch.search.params import make_policy
+from treesearch.search.policies import Choice
 from treesearch.store import ShadowStore
 from treesearch.store.workers import adopt, open_worker_store, worker_view
 

@@ -15,7 +15,7 @@ import pytest
 from treesearch.app import run_from_config
 from treesearch.search.budget import Budget
 from treesearch.search.controller import Controller, Strategy
-from treesearch.search.policies import make_policy
+from treesearch.search.params import make_policy
 from treesearch.testing import FunctionScorer, MemorySink, MemoryStore, ScriptedAgent
 
 # ------------------------------------------------------------------ the controller, with doubles

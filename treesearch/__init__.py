@@ -25,7 +25,7 @@ _EXPORTS: dict[str, str] = {  # public name -> the module that defines it
     "Strategy": "treesearch.search.controller",
     "SearchResult": "treesearch.search.controller",
     "Budget": "treesearch.search.budget",
-    "make_policy": "treesearch.search.policies",
+    "make_policy": "treesearch.search.params",
     # many searches: one per instance of an instance set
     "run_eval": "treesearch.eval",
     "EvalOutcome": "treesearch.eval",
@@ -206,7 +206,7 @@ if (
     from treesearch.scoring import Scorer, ScoreResult, TestRun, TestSpec, score_workspace
     from treesearch.search.budget import Budget
     from treesearch.search.controller import Controller, SearchResult, Strategy
-    from treesearch.search.policies import make_policy
+    from treesearch.search.params import make_policy
     from treesearch.session import TransactionalSession
     from treesearch.store import ShadowStore
     from treesearch.types import (

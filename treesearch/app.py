@@ -50,7 +50,8 @@ from treesearch.search.budget import Budget, Usage, explain_stop
 from treesearch.search.controller import Controller, SearchResult, Strategy, one_line
 from treesearch.search.events import replay
 from treesearch.search.parallel import WorkerPool, WorkerSpec
-from treesearch.search.policies import SCREENED_BY_DEFAULT, make_policy
+from treesearch.search.params import make_policy
+from treesearch.search.policies import SCREENED_BY_DEFAULT
 from treesearch.search.reproduce import (
     REPRODUCE_TASK,
     read_record,
@@ -397,7 +398,7 @@ def _search_scored(
         strategies=strategies,
         make_agent=lambda st: build_agent(st.agent),
         scorer=scorer,
-        policy=make_policy(cfg.search.policy, **cfg.search.params),
+        policy=make_policy(cfg.search.policy, cfg.search.params),
         budget=Budget(**cfg.search.budget.model_dump()),
         seed=cfg.search.seed,
         task=cfg.task,

@@ -19,10 +19,12 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    SerializeAsAny,
     StrictInt,
     StrictStr,
     Tag,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -41,6 +43,7 @@ from treesearch.agents.configs import (
 from treesearch.agents.llm.judge import JudgeConfig
 from treesearch.errors import AgentError, ConfigError
 from treesearch.scoring.section import ScorerConfig
+from treesearch.search.params import POLICY_PARAMS, PolicyParams
 from treesearch.validation import MAX_SECONDS, Number, explain, field_at, model_at
 
 MAX_COUNT = 10**9
@@ -114,8 +117,11 @@ class ReproduceConfig(_Model):
 
 class SearchConfig(_Model):
     policy: Literal["bfs", "best_first", "beam", "mcts", "puct", "random"] = "best_first"
-    params: dict[str, float] = Field(default_factory=dict)
-    """Policy hyper-parameters: beam ``width``; mcts ``c``, ``pw_k``, ``pw_alpha``."""
+    params: SerializeAsAny[PolicyParams] = Field(
+        default_factory=PolicyParams, validate_default=True
+    )
+    """Policy hyper-parameters, the policy's model (``search.params.POLICY_PARAMS``): beam
+    ``width``; best_first ``patience``, ``priors``; mcts ``c``, ``pw_k``, ``pw_alpha``; puct ``c``."""
     seed: int = 0
     steps: int = Field(10, ge=1, le=MAX_COUNT)
     """Default agent steps per expansion (a strategy's ``max_steps`` overrides it)."""
@@ -132,6 +138,17 @@ class SearchConfig(_Model):
     budget: BudgetConfig = BudgetConfig()
     reproduce: ReproduceConfig | None = None
     """Reproduction tests before the search (off by default)."""
+
+    @field_validator("params", mode="before")
+    @classmethod
+    def _params(cls, value: Any, info: ValidationInfo) -> Any:
+        # The policy's own model: its errors come out under search.params.<name>.
+        model = POLICY_PARAMS.get(info.data.get("policy", ""))
+        if model is None:  # the policy was refused: that error is the one to read
+            return PolicyParams()
+        return model.model_validate(
+            dict(value) if isinstance(value, PolicyParams) else {} if value is None else value
+        )
 
 
 class SandboxConfig(_Model):
@@ -440,10 +457,12 @@ def validate(
     try:
         cfg = Config.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_format(exc, blame)) from None
+        search = raw.get("search")
+        policy = search.get("policy") if isinstance(search, Mapping) else None
+        params = POLICY_PARAMS.get(policy or SearchConfig.model_fields["policy"].default)
+        raise ConfigError(_format(exc, blame, params)) from None
     for name, strat in cfg.strategies.items():
         _check_strategy(name, strat, blame(["strategies", name]))
-    _check_policy_params(cfg, blame(["search", "params"]))
     return LoadedConfig(cfg, dict(raw), source, base_dir, overrides)
 
 
@@ -460,25 +479,26 @@ def origin(loc: Sequence[Any], source: str, overrides: Sequence[str]) -> str:
     return source
 
 
-def _format(exc: ValidationError, blame: Any) -> str:
-    msgs = [_one_error(err, blame) for err in exc.errors()[:5]]
+def _format(exc: ValidationError, blame: Any, params: type[PolicyParams] | None) -> str:
+    """The first errors, one line each (``params``: the model of ``search.params``)."""
+    msgs = [_one_error(err, blame, params) for err in exc.errors()[:5]]
     more = len(exc.errors()) - 5
     return "; ".join(msgs) + (f"; and {more} more" if more > 0 else "")
 
 
-def _one_error(err: Any, blame: Any) -> str:
+def _one_error(err: Any, blame: Any, params: type[PolicyParams] | None) -> str:
     """``<file or -c override>: <key path>: <what is wrong>`` for one pydantic error."""
     err = dict(err)
     if err["type"] == "union_tag_not_found":
         return _kind_error(err, blame)
-    model = _untag(err)
+    model = params if tuple(err["loc"])[:2] == ("search", "params") else _untag(err)
     loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
     msg = _field_message(err, model) or _message(err, model)
     return f"{blame(err['loc'])}: {loc}: {msg}"
 
 
 def _field_message(err: dict[str, Any], model: type[BaseModel] | None) -> str | None:
-    """A field with a description (a strategy's agent field, a test spec's):
+    """A field with a description (a strategy's agent field, a policy's, a test spec's):
     ``must be <description>, got ...``."""
     if err["type"] in ("extra_forbidden", "missing"):
         return None
@@ -514,7 +534,8 @@ def _kind_error(err: dict[str, Any], blame: Any) -> str:
 
 
 def _message(err: dict[str, Any], model: type[BaseModel] | None) -> str:
-    """What is wrong with a value, in the config's words (``model``: of a strategy)."""
+    """What is wrong with a value, in the config's words (``model``: of a strategy or of
+    ``search.params``)."""
     kind, msg, ctx = err["type"], err["msg"], err.get("ctx") or {}
     got = _shown(err.get("input"))
     loc = ".".join(str(x) for x in err["loc"])
@@ -524,6 +545,8 @@ def _message(err: dict[str, Any], model: type[BaseModel] | None) -> str:
         return f"must be a mapping, got {got}{example}"
     if kind == "extra_forbidden":
         allowed = _allowed_keys(err["loc"][:-1], model)
+        if isinstance(model, type) and issubclass(model, PolicyParams):
+            return f"not a parameter of policy {model.policy!r} (allowed: {', '.join(allowed) or 'none'})"
         return "unknown key" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
     if kind in _MESSAGES:
         return _MESSAGES[kind](msg, ctx, got)
@@ -554,8 +577,9 @@ def _shown(value: Any) -> str:
 
 
 def _allowed_keys(loc: Sequence[Any], model: Any = None) -> list[str]:
-    """The keys allowed at key path ``loc`` (``model``: a strategy's, for a path inside it)."""
-    if model is not None and len(loc) >= 2 and loc[0] == "strategies":
+    """The keys allowed at key path ``loc`` (``model``: a strategy's or ``search.params``', for a
+    path inside it)."""
+    if model is not None and len(loc) >= 2:
         found = model_at(model, loc[2:])
     else:
         found = model_at(Config, loc)
@@ -581,27 +605,3 @@ def agent_config(strat: Any) -> dict[str, Any]:
     if isinstance(strat, (AgentConfig, CustomStrategy)):
         return strat.agent_config()
     return {k: v for k, v in strat.items() if k not in STRATEGY_KEYS}
-
-
-def _check_policy_params(cfg: Config, source: str) -> None:
-    from treesearch.search.policies import POLICY_PARAMS
-
-    allowed = POLICY_PARAMS[cfg.search.policy]
-    for key in cfg.search.params:
-        if key not in allowed:
-            raise ConfigError(
-                f"{source}: search.params.{key}: not a parameter of policy "
-                f"{cfg.search.policy!r} (allowed: {', '.join(allowed) or 'none'})"
-            )
-    patience = cfg.search.params.get("patience")
-    if patience is not None and (patience < 0 or patience != int(patience)):
-        raise ConfigError(
-            f"{source}: search.params.patience: must be a whole number of expansions >= 0 "
-            f"(0: no patience), got {patience!r}"
-        )
-    for key in ("priors", "c"):
-        number = cfg.search.params.get(key)
-        if number is not None and not number >= 0:
-            raise ConfigError(
-                f"{source}: search.params.{key}: must be a number >= 0, got {number!r}"
-            )

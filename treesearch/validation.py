@@ -113,7 +113,7 @@ def config_error(exc: ValidationError, model: type[BaseModel], at: str, where: s
     if err["type"] == "extra_forbidden":
         parent = model_at(model, loc[:-1])
         allowed = ", ".join(parent.model_fields) if parent is not None else ""
-        return ConfigError(f"{prefix}: unknown key; allowed: {allowed}")
+        return ConfigError(f"{prefix}: unknown key; allowed: {allowed or 'none'}")
     if err["type"] == "model_type":
         return ConfigError(f"{prefix}: must be a mapping, got {shown(err.get('input'))}")
     return ConfigError(f"{prefix}: {explain(err, model)}")

@@ -15,7 +15,6 @@ import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 import networkx as nx
 
@@ -403,24 +402,3 @@ on a node a screen left partial, and a screen costs no test run more than ``orde
 30 test runs but spend more runs to the first (refactory: 7.6 against 6.9 under MCTS, and 20
 fixes against 22 within 10 runs), so ``auto`` runs every test for them. An explicit ``order``
 applies to every policy."""
-POLICY_PARAMS: dict[str, tuple[str, ...]] = {
-    "bfs": (),
-    "best_first": ("patience", "priors"),
-    "beam": ("width",),
-    "mcts": ("c", "pw_k", "pw_alpha"),
-    "puct": ("c",),
-    "random": (),
-}
-
-
-def make_policy(name: str, **params: float) -> Policy:
-    """The policy ``name`` with its hyper-parameters bound (``functools.partial``)."""
-    if name not in POLICIES:
-        raise KeyError(name)
-    unknown = set(params) - set(POLICY_PARAMS[name])
-    if unknown:
-        raise TypeError(
-            f"policy {name!r} takes {list(POLICY_PARAMS[name]) or 'no parameters'}, "
-            f"not {sorted(unknown)}"
-        )
-    return partial(POLICIES[name], **params)

@@ -123,6 +123,38 @@ def test_load_instances_reads_jsonl_and_json_with_encoded_lists_and_extras(
     assert load_instances(local)[0].workspace == str(tmp_path / "proj")
 
 
+def test_load_instances_takes_published_swebench_rows_as_they_are(tmp_path: Path) -> None:
+    """The official rows (tests/data/swebench_logs/*.json, as SWE-bench publishes them: test
+    ids as JSON-encoded text, ``version`` as text, ``created_at`` and other fields of no use
+    here) load, and an instance written back (``to_json``) loads as the same instance."""
+    rows = [
+        json.loads(p.read_text())
+        for p in sorted((ROOT / "tests" / "data" / "swebench_logs").glob("*.json"))
+    ]
+    assert len(rows) >= 6
+    loaded = load_instances(write_jsonl(tmp_path / "official.jsonl", rows))
+    for row, inst in zip(rows, loaded, strict=True):
+        assert inst.instance_id == row["instance_id"] and inst.repo == row["repo"]
+        assert inst.fail_to_pass == tuple(json.loads(row["FAIL_TO_PASS"]))
+        assert inst.pass_to_pass == tuple(json.loads(row["PASS_TO_PASS"]))
+        assert inst.version == row["version"] and inst.patch == row["patch"]
+        assert inst.environment_setup_commit == row["environment_setup_commit"]
+        assert inst.extra == {"created_at": row["created_at"]}
+        assert inst.where == f"{tmp_path / 'official.jsonl'}:{loaded.index(inst) + 1}"
+    again = load_instances(write_jsonl(tmp_path / "again.jsonl", [i.to_json() for i in loaded]))
+    assert [i.model_dump() for i in again] == [i.model_dump() for i in loaded]
+
+
+def test_instance_row_nulls_are_left_out_fields_and_where_is_never_read_from_the_row(
+    tmp_path: Path,
+) -> None:
+    nulls = dict(GOOD, PASS_TO_PASS=None, environment_setup_commit=None, search_tests=None)
+    (inst,) = load_instances(write_jsonl(tmp_path / "n.jsonl", [dict(nulls, where="elsewhere")]))
+    assert inst.pass_to_pass == () and inst.environment_setup_commit is None
+    assert inst.search_tests is None and inst.where.endswith("n.jsonl:1")
+    assert "where" not in inst.to_json() and "search_tests" not in inst.to_json()
+
+
 @pytest.mark.parametrize(
     "lines,expected",
     [

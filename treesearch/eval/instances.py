@@ -17,9 +17,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from treesearch.errors import ConfigError
 
@@ -33,83 +45,112 @@ __all__ = [
 ]
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
-_KNOWN = (
-    "instance_id",
-    "repo",
-    "base_commit",
-    "workspace",
-    "patch",
-    "test_patch",
-    "FAIL_TO_PASS",
-    "PASS_TO_PASS",
-    "problem_statement",
-    "version",
-    "environment_setup_commit",
-    "hints_text",
-    "pre_install",
-    "install",
-    "search_tests",
-)
+_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
 class InstanceFileError(ConfigError):
     """An instances file that cannot be used (the message is ``FILE:LINE: field: problem``)."""
 
 
-@dataclass(frozen=True)
-class Instance:
-    """One task: a repository state, a problem statement and its grading tests."""
+def _usable_id(iid: str) -> str:
+    if not _ID.match(iid) or iid in (".", ".."):
+        raise ValueError(
+            f"{iid!r} is not a usable id (letters, digits and _ . + - only; it names a folder)"
+        )
+    return iid
 
-    instance_id: str
-    fail_to_pass: tuple[str, ...]
-    pass_to_pass: tuple[str, ...] = ()
-    repo: str | None = None
-    base_commit: str | None = None
-    workspace: str | None = None
+
+def _test_ids(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError("a string must be a JSON-encoded list of test ids") from None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(t, str) and t for t in value):
+        raise ValueError("must be a list of test ids (non-empty strings)")
+    if len(set(value)) != len(value):
+        raise ValueError("lists a test id twice")
+    return tuple(value)
+
+
+def _commands(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, Sequence) and all(isinstance(c, str) for c in value):
+        return tuple(c for c in value if c.strip())
+    raise ValueError("must be a shell command or a list of them")
+
+
+_TestIds = Annotated[tuple[str, ...], BeforeValidator(_test_ids)]
+_Commands = Annotated[tuple[str, ...], BeforeValidator(_commands)]
+_Version = Annotated[  # published as text ("3.0"); a number in hand-made rows
+    StrictStr, BeforeValidator(lambda v: str(v) if type(v) in (int, float) else v)
+]
+_Blank = Annotated[  # blank text is no value
+    StrictStr | None, AfterValidator(lambda v: v.strip() or None if v is not None else None)
+]
+
+
+class Instance(BaseModel):
+    """One task: a repository state, a problem statement and its grading tests. Validated from
+    a row (SWE-bench's field names, ``FAIL_TO_PASS``...; a ``null`` is as if the field were
+    left out) or built by keyword (``fail_to_pass``...); fields of no use here are kept in
+    ``extra``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+    instance_id: Annotated[StrictStr, AfterValidator(_usable_id)]
+    fail_to_pass: _TestIds = Field(alias="FAIL_TO_PASS", min_length=1)
+    pass_to_pass: _TestIds = Field((), alias="PASS_TO_PASS")
+    repo: _Blank = None
+    base_commit: _Blank = None
+    workspace: _Blank = None
     """Local form: an absolute folder path used instead of ``repo`` + ``base_commit``."""
-    patch: str = ""
-    test_patch: str = ""
-    problem_statement: str = ""
-    version: str = ""
-    environment_setup_commit: str | None = None
-    hints_text: str = ""
-    pre_install: tuple[str, ...] = ()
-    install: tuple[str, ...] = ()
-    search_tests: str | None = None
+    patch: StrictStr = ""
+    test_patch: StrictStr = ""
+    problem_statement: StrictStr = ""
+    version: _Version = ""
+    environment_setup_commit: _Blank = None
+    hints_text: StrictStr = ""
+    pre_install: _Commands = ()
+    install: _Commands = ()
+    search_tests: _Blank = None
     """Local extension: the command that steers this instance's search (visible tests only)."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    where: str = ""
+    where: str = Field("", exclude=True)
     """``FILE:LINE`` the instance came from."""
+
+    @field_validator("workspace")
+    @classmethod
+    def _absolute(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        path, base = Path(value).expanduser(), (info.context or {}).get("base", Path())
+        return str(path if path.is_absolute() else (base / path).resolve())
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Instance:
+        if self.workspace is not None and (self.repo is not None or self.base_commit is not None):
+            raise ValueError("workspace: give either workspace or repo + base_commit, not both")
+        if self.workspace is not None:
+            return self
+        if self.repo is None:
+            raise ValueError(
+                "repo: missing (required unless the local form `workspace: PATH` is used)"
+            )
+        if self.base_commit is None:
+            raise ValueError("base_commit: missing (required with repo)")
+        if not _REPO.match(self.repo) or ".." in self.repo.split("/"):
+            raise ValueError(f"repo: {self.repo!r} must look like owner/name")
+        return self
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The row's other fields, as given."""
+        return self.model_extra or {}
 
     def to_json(self) -> dict[str, Any]:
         """The instance as a SWE-bench row (local fields included, extras kept)."""
-        out: dict[str, Any] = dict(self.extra)
-        out.update(
-            {
-                "instance_id": self.instance_id,
-                "patch": self.patch,
-                "test_patch": self.test_patch,
-                "FAIL_TO_PASS": list(self.fail_to_pass),
-                "PASS_TO_PASS": list(self.pass_to_pass),
-                "problem_statement": self.problem_statement,
-                "version": self.version,
-                "hints_text": self.hints_text,
-            }
-        )
-        if self.workspace is not None:
-            out["workspace"] = self.workspace
-        else:
-            out["repo"] = self.repo
-            out["base_commit"] = self.base_commit
-        if self.environment_setup_commit:
-            out["environment_setup_commit"] = self.environment_setup_commit
-        if self.pre_install:
-            out["pre_install"] = list(self.pre_install)
-        if self.install:
-            out["install"] = list(self.install)
-        if self.search_tests:
-            out["search_tests"] = self.search_tests
-        return out
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def load_instances(path: str | Path) -> list[Instance]:
@@ -207,99 +248,29 @@ def _json_msg(exc: ValueError) -> str:
     return str(getattr(exc, "msg", exc))
 
 
+_MISSING = {
+    "FAIL_TO_PASS": "missing (required): the test ids the grade checks",
+    "instance_id": "missing (required)",
+}
+
+
 def parse_instance(row: Any, where: str, base: Path) -> Instance:
     """Check one row (``where`` is ``FILE:LINE``; ``base`` resolves a relative ``workspace``)."""
     if not isinstance(row, Mapping):
         raise InstanceFileError(f"{where}: (line): must be a JSON object, got {type(row).__name__}")
-
-    def bad(key: str, problem: str) -> InstanceFileError:
-        return InstanceFileError(f"{where}: {key}: {problem}")
-
-    def text(key: str, default: str = "", *, required: bool = False) -> str:
-        if key not in row or row[key] is None:
-            if required:
-                raise bad(key, "missing (required)")
-            return default
-        v = row[key]
-        if key == "version" and isinstance(v, (int, float)) and not isinstance(v, bool):
-            return str(v)
-        if not isinstance(v, str):
-            raise bad(key, f"must be a string, got {type(v).__name__}")
-        return v
-
-    iid = text("instance_id", required=True)
-    if not _ID.match(iid) or iid in (".", ".."):
-        raise bad(
-            "instance_id",
-            f"{iid!r} is not a usable id (letters, digits and _ . + - only; it names a folder)",
-        )
-    workspace = text("workspace") or None
-    repo = text("repo") or None
-    commit = text("base_commit") or None
-    if workspace is not None and (repo is not None or commit is not None):
-        raise bad("workspace", "give either workspace or repo + base_commit, not both")
-    if workspace is None:
-        if repo is None:
-            raise bad("repo", "missing (required unless the local form `workspace: PATH` is used)")
-        if commit is None:
-            raise bad("base_commit", "missing (required with repo)")
-        if not re.match(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$", repo) or ".." in repo.split("/"):
-            raise bad("repo", f"{repo!r} must look like owner/name")
-    else:
-        wp = Path(workspace).expanduser()
-        workspace = str(wp if wp.is_absolute() else (base / wp).resolve())
-    f2p = _test_list(row, "FAIL_TO_PASS", bad, required=True)
-    if not f2p:
-        raise bad("FAIL_TO_PASS", "empty: an instance needs at least one test to make pass")
-    p2p = _test_list(row, "PASS_TO_PASS", bad, required=False)
-    return Instance(
-        instance_id=iid,
-        fail_to_pass=f2p,
-        pass_to_pass=p2p,
-        repo=repo,
-        base_commit=commit,
-        workspace=workspace,
-        patch=text("patch"),
-        test_patch=text("test_patch"),
-        problem_statement=text("problem_statement"),
-        version=text("version"),
-        environment_setup_commit=text("environment_setup_commit") or None,
-        hints_text=text("hints_text"),
-        pre_install=_commands(row, "pre_install", bad),
-        install=_commands(row, "install", bad),
-        search_tests=text("search_tests").strip() or None,
-        extra={k: v for k, v in row.items() if k not in _KNOWN},
-        where=where,
-    )
-
-
-def _test_list(row: Mapping[str, Any], key: str, bad: Any, *, required: bool) -> tuple[str, ...]:
-    if key not in row or row[key] is None:
-        if required:
-            raise bad(key, "missing (required): the test ids the grade checks")
-        return ()
-    v = row[key]
-    if isinstance(v, str):
-        try:
-            v = json.loads(v)
-        except ValueError:
-            raise bad(key, "a string must be a JSON-encoded list of test ids") from None
-    if not isinstance(v, list) or not all(isinstance(t, str) and t for t in v):
-        raise bad(key, "must be a list of test ids (non-empty strings)")
-    if len(set(v)) != len(v):
-        raise bad(key, "lists a test id twice")
-    return tuple(v)
-
-
-def _commands(row: Mapping[str, Any], key: str, bad: Any) -> tuple[str, ...]:
-    v = row.get(key)
-    if v is None:
-        return ()
-    if isinstance(v, str):
-        return (v,) if v.strip() else ()
-    if isinstance(v, Sequence) and all(isinstance(c, str) for c in v):
-        return tuple(c for c in v if c.strip())
-    raise bad(key, "must be a shell command or a list of them")
+    given = {k: v for k, v in row.items() if v is not None and k != "where"}
+    try:
+        return Instance.model_validate({**given, "where": where}, context={"base": base})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+    key, msg = ".".join(map(str, err["loc"])), str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "missing":
+        msg = _MISSING.get(key, "missing (required)")
+    elif err["type"] == "string_type":
+        msg = f"must be a string, got {type(err['input']).__name__}"
+    elif err["type"] == "too_short":
+        msg = "empty: an instance needs at least one test to make pass"
+    raise InstanceFileError(f"{where}: {key}: {msg}" if key else f"{where}: {msg}")
 
 
 def find_repo(repos: Path | None, name: str) -> tuple[Path | None, str]:

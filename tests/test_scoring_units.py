@@ -455,3 +455,40 @@ def test_scorer_from_config_builds_search_and_grade_specs() -> None:
         Scorer.from_config({"grade_tests": {"timeout": "soon"}}, source="run.yaml")
     with pytest.raises(ConfigError, match="allowed: search_tests, grade_tests, score, grade_score"):
         Scorer.from_config({"tests": {}}, source="run.yaml")
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"order": "fast"}, "Scorer: order: input should be 'auto', 'failing_first',"),
+        ({"warm": "hot"}, "Scorer: warm: input should be 'auto', 'on' or 'off', got 'hot'"),
+        ({"per_test_timeout": -1}, "Scorer: per_test_timeout: must be auto, off or a number"),
+        ({"per_test_timeout": True}, "Scorer: per_test_timeout: must be auto, off or a number"),
+        ({"cache_inputs": ["../up"]}, "Scorer: cache_inputs: '../up' must be a path relative"),
+        (
+            {"order": "failing_first", "command": "make test"},
+            "Scorer: order: failing_first: it needs a pytest command (use auto or all)",
+        ),
+    ],
+)
+def test_scorer_built_directly_checks_its_options_as_the_scoring_section_does(
+    options: dict[str, object], says: str
+) -> None:
+    """The library path: the same model checks the options of ``Scorer(...)`` and of a config's
+    ``scoring`` section, so one bad value gets one kind of answer."""
+    options = dict(options)
+    spec = TestSpec(command=str(options.pop("command", "python -m pytest -q")))
+    with pytest.raises(ConfigError) as err:
+        Scorer(spec, **options)  # type: ignore[arg-type]
+    assert str(err.value).startswith(says), str(err.value)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match=rf"scoring\.{next(iter(options))}: "):
+        Scorer.from_config({"search_tests": spec.to_config(), **options}, source="c.yaml")
+
+
+def test_scorer_takes_per_test_timeout_as_value_or_parsed() -> None:
+    spec = TestSpec(command="python -m pytest -q")
+    fixed = Scorer(spec, per_test_timeout=3).per_test_timeout
+    assert (fixed.mode, fixed.seconds) == ("fixed", 3.0)
+    assert Scorer(spec, per_test_timeout=fixed).per_test_timeout == fixed
+    assert Scorer(spec, per_test_timeout="off").per_test_timeout.mode == "off"

@@ -43,7 +43,6 @@ a run with such a cut is not cached (another limit could let the test finish).
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -51,8 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from treesearch import lifecycle
-from treesearch.errors import ConfigError
-from treesearch.scoring.probe import ORDER_ENV, unsupported
+from treesearch.scoring.probe import ORDER_ENV
 from treesearch.scoring.results import (
     SUMMARY,
     Outcome,
@@ -65,10 +63,7 @@ from treesearch.scoring.results import (
 from treesearch.scoring.runner import run_tests
 from treesearch.scoring.spec import TestSpec
 from treesearch.scoring.warm import WarmRunner
-from treesearch.validation import MAX_SECONDS
 
-ORDERS = ("auto", "failing_first", "progress_first", "all")
-"""Values of ``scoring.order``."""
 SCREEN_MAX = 50
 """Most parent-failing tests a screen runs (as many as a node's summary lists, so a resumed
 search screens exactly as one that never stopped)."""
@@ -78,13 +73,6 @@ TIMEOUT_FLOOR = 2.0
 """... and at least this many seconds (a loaded machine must not cut a healthy fast test)."""
 TIMEOUT_MARK = "treesearch per-test timeout"
 """Start of the failure message of a test cut by its limit (``pytest_order.TIMEOUT_MARK``)."""
-
-
-def check_order(value: Any, at: str) -> str:
-    """``scoring.order`` checked: one of ``ORDERS``."""
-    if value not in ORDERS:
-        raise ConfigError(f"{at}: must be one of {', '.join(ORDERS)}, got {value!r}")
-    return str(value)
 
 
 @dataclass(frozen=True)
@@ -98,32 +86,9 @@ class PerTestTimeout:
     """The limit of ``fixed``."""
 
     @classmethod
-    def parse(cls, value: Any, at: str) -> PerTestTimeout:
-        if value in ("auto", "off"):
-            return cls(str(value))
-        if (
-            isinstance(value, (int, float))
-            and not isinstance(value, bool)
-            and math.isfinite(value)
-            and 0 < value <= MAX_SECONDS
-        ):
-            return cls("fixed", float(value))
-        raise ConfigError(f"{at}: must be auto, off or a positive number of seconds, got {value!r}")
-
-    def to_config(self) -> str | float:
-        return self.seconds if self.mode == "fixed" and self.seconds is not None else self.mode
-
-
-def check_supported(spec: TestSpec, order: str, limit: PerTestTimeout, at: str) -> None:
-    """An explicit ``failing_first`` or fixed per-test limit that the spec cannot honour is a
-    config error (``auto`` quietly falls back to full runs without limits)."""
-    why = unsupported(spec)
-    if why is None:
-        return
-    if order in ("failing_first", "progress_first"):
-        raise ConfigError(f"{at}.order: {order}: {why} (use auto or all)")
-    if limit.mode == "fixed":
-        raise ConfigError(f"{at}.per_test_timeout: {why} (use auto or off)")
+    def of(cls, value: str | float) -> PerTestTimeout:
+        """From a validated config value (``ScorerConfig.per_test_timeout``)."""
+        return cls(value) if isinstance(value, str) else cls("fixed", float(value))
 
 
 def is_repair(tests: Mapping[str, Any] | None) -> bool:

@@ -13,17 +13,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from treesearch import lifecycle
-from treesearch.errors import ConfigError, ScoringError
+from treesearch.errors import ScoringError
 from treesearch.scoring import order as O
 from treesearch.scoring import ordered
 from treesearch.scoring.cache import ScoreCache, worth_caching
-from treesearch.scoring.envkey import Memo, check_cache_inputs, environment_key
+from treesearch.scoring.envkey import Memo, environment_key
 from treesearch.scoring.grading import ScoreFunction, make_score, scored
 from treesearch.scoring.results import ScoreResult, TestRun
 from treesearch.scoring.runner import recheck_changed, run_tests
 from treesearch.scoring.section import ScorerConfig
 from treesearch.scoring.spec import TestSpec
-from treesearch.scoring.warm import WARM_MODES, WarmRunner
+from treesearch.scoring.warm import WarmRunner
 from treesearch.types import SnapshotStore
 from treesearch.validation import config_error
 
@@ -68,29 +68,30 @@ class Scorer:
         """Score function applied to grade runs."""
         self.cache = cache
         """The score cache, if any."""
-        self.cache_inputs = check_cache_inputs(cache_inputs, "cache_inputs")
+        if isinstance(per_test_timeout, O.PerTestTimeout):
+            per_test_timeout = per_test_timeout.seconds or per_test_timeout.mode
+        options = {"order": order, "per_test_timeout": per_test_timeout, "warm": warm}
+        try:  # the scoring section's model checks them, as it does a config's
+            checked = ScorerConfig.model_validate(
+                {"search_tests": search_spec, "cache_inputs": cache_inputs, **options}
+            )
+        except ValidationError as exc:
+            raise config_error(exc, ScorerConfig, "Scorer", "") from None
+        self.cache_inputs = tuple(checked.cache_inputs)
         """Globs (relative to the workspace) of files whose content is part of the cache key."""
         self._digests: Memo = {}
         self.test_runs = 0
         """Test commands actually run by this scorer (re-runs included; cache hits excluded)."""
         self.cache_hits = 0
         """Results served from the cache."""
-        if warm not in WARM_MODES:
-            raise ConfigError(f"warm must be one of {', '.join(WARM_MODES)}, got {warm!r}")
-        self.warm = WarmRunner(warm)
+        self.warm = WarmRunner(checked.warm)
         """The warm pytest runner (``scoring.warm``; ``off``: every run is cold). Its servers
         live until ``close``."""
-
-        self.order = O.check_order(order, "Scorer.order")
+        self.order: str = checked.order
         """``scoring.order``: ``auto``, ``failing_first``, ``progress_first`` or ``all`` (see
         ``scoring.order``)."""
-        self.per_test_timeout = (
-            per_test_timeout
-            if isinstance(per_test_timeout, O.PerTestTimeout)
-            else O.PerTestTimeout.parse(per_test_timeout, "Scorer.per_test_timeout")
-        )
+        self.per_test_timeout = O.PerTestTimeout.of(checked.per_test_timeout)
         """``scoring.per_test_timeout``: per-test limits of search runs."""
-        O.check_supported(search_spec, self.order, self.per_test_timeout, "scoring")
         self.repair: bool | None = None
         """Whether ``order: auto`` screens children (``progress_first``): True in a repair search
         (its root fails tests) whose policy seldom builds on a screened-out candidate; the app

@@ -10,6 +10,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainValidator,
     ValidationInfo,
     field_validator,
 )
@@ -19,7 +20,7 @@ from treesearch.scoring.envkey import check_cache_inputs
 from treesearch.scoring.grading import make_score
 from treesearch.scoring.probe import unsupported
 from treesearch.scoring.spec import TestSpec
-from treesearch.validation import MAX_SECONDS
+from treesearch.validation import MAX_SECONDS, shown
 
 __all__ = ["ScoreConfig", "ScorerConfig"]
 
@@ -33,6 +34,16 @@ def _score(value: Any) -> Any:
         except ConfigError as exc:
             raise ValueError(str(exc).removeprefix(": ").removeprefix(".")) from None
     return value
+
+
+def _per_test_timeout(value: Any) -> str | float:
+    if isinstance(value, str) and value in ("auto", "off"):
+        return value
+    if type(value) in (int, float) and 0 < value <= MAX_SECONDS:  # NaN fails both
+        return float(value)
+    raise ValueError(
+        f"must be auto, off or a number of seconds in (0, {MAX_SECONDS}], got {shown(value)}"
+    )
 
 
 ScoreConfig = Annotated[str | dict[str, Any], BeforeValidator(_score)]
@@ -67,9 +78,7 @@ class ScorerConfig(BaseModel):
     all of them, the rest if any passes now; ``all``: full runs;
     ``auto``: progress_first in a repair search (the root fails tests), else all
     (``treesearch.scoring.order``)."""
-    per_test_timeout: (
-        Literal["auto", "off"] | Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
-    ) = "auto"
+    per_test_timeout: Annotated[str | float, PlainValidator(_per_test_timeout)] = "auto"
     """Limit of each test's call phase: ``auto`` (max(2 s, 20 x its duration in the parent's
     run)), ``off``, or seconds for every test (pytest only)."""
     judge: dict[str, Any] | BaseModel | None = None

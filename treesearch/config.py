@@ -44,7 +44,7 @@ from treesearch.agents.llm.judge import JudgeConfig
 from treesearch.errors import AgentError, ConfigError
 from treesearch.scoring.section import ScorerConfig
 from treesearch.search.params import POLICY_PARAMS, PolicyParams
-from treesearch.validation import MAX_SECONDS, Number, explain, field_at, model_at
+from treesearch.validation import MAX_SECONDS, Number, explain, field_at, model_at, unknown_key
 
 MAX_COUNT = 10**9
 """Upper bound of every count in a config (steps, expansions, test runs, depth)."""
@@ -546,8 +546,8 @@ def _message(err: dict[str, Any], model: type[BaseModel] | None) -> str:
     if kind == "extra_forbidden":
         allowed = _allowed_keys(err["loc"][:-1], model)
         if isinstance(model, type) and issubclass(model, PolicyParams):
-            return f"not a parameter of policy {model.policy!r} (allowed: {', '.join(allowed) or 'none'})"
-        return "unknown key" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+            return unknown_key(allowed, f"not a parameter of policy {model.policy!r}")
+        return unknown_key(allowed)
     if kind in _MESSAGES:
         return _MESSAGES[kind](msg, ctx, got)
     if kind.endswith(("_type", "_parsing")):

@@ -27,6 +27,7 @@ __all__ = [
     "field_at",
     "model_at",
     "shown",
+    "unknown_key",
 ]
 
 MAX_SECONDS = 366 * 86400
@@ -80,6 +81,11 @@ def field_at(model: type[BaseModel], loc: Sequence[Any]) -> FieldInfo | None:
     return parent.model_fields.get(str(loc[-1])) if parent is not None else None
 
 
+def unknown_key(allowed: Sequence[str], what: str = "unknown key") -> str:
+    """The one wording of a key that is not allowed: ``unknown key (allowed: a, b)``."""
+    return f"{what} (allowed: {', '.join(allowed) or 'none'})"
+
+
 def shown(value: Any) -> str:
     """A value as an error message quotes it (cut to 80 characters)."""
     text = repr(value)
@@ -112,8 +118,7 @@ def config_error(exc: ValidationError, model: type[BaseModel], at: str, where: s
     prefix = ": ".join(part for part in (at, path) if part)
     if err["type"] == "extra_forbidden":
         parent = model_at(model, loc[:-1])
-        allowed = ", ".join(parent.model_fields) if parent is not None else ""
-        return ConfigError(f"{prefix}: unknown key; allowed: {allowed or 'none'}")
+        return ConfigError(f"{prefix}: {unknown_key(list(parent.model_fields) if parent else [])}")
     if err["type"] == "model_type":
         return ConfigError(f"{prefix}: must be a mapping, got {shown(err.get('input'))}")
     return ConfigError(f"{prefix}: {explain(err, model)}")

@@ -218,22 +218,30 @@ def test_load_instances_json_array_error_names_the_object_line(tmp_path: Path) -
 def test_eval_config_rejects_workspace_unknown_eval_key_and_bad_values(tmp_path: Path) -> None:
     cfg = eval_config(tmp_path)
     raw, section, _source, _base = load_eval_config(cfg)
-    assert "workspace" not in raw and "grade_tests" in section
+    assert "workspace" not in raw and section.grade_tests is not None
     with pytest.raises(ConfigError, match="workspace: an eval config has no workspace"):
         load_eval_config(cfg, ["workspace.path=."])
-    with pytest.raises(ConfigError, match=r"eval.colour: unknown key \(allowed: oracle"):
+    with pytest.raises(
+        ConfigError, match=r"^-c eval.colour=red: eval.colour: unknown key \(allowed: oracle"
+    ):
         load_eval_config(cfg, ["eval.colour=red"])
-    with pytest.raises(ConfigError, match="eval.oracle: must be true or false"):
+    with pytest.raises(ConfigError, match="eval.oracle: must be true or false, got 'maybe'"):
         load_eval_config(cfg, ["eval.oracle=maybe"])
     with pytest.raises(ConfigError, match="eval.setup_timeout: must be a positive number"):
         load_eval_config(cfg, ["eval.setup_timeout=0"])
+    with pytest.raises(ConfigError, match="eval.env_dir: must be a folder path, got 3$"):
+        load_eval_config(cfg, ["eval.env_dir=3"])
+    with pytest.raises(ConfigError, match=r"eval.grade_tests.comand: unknown key \(allowed: comm"):
+        load_eval_config(cfg, ["eval.grade_tests.comand=pytest"])
+    with pytest.raises(ConfigError, match=r"^-c eval=3: eval: must be a mapping, got 3$"):
+        load_eval_config(cfg, ["eval=3"])
     with pytest.raises(ConfigError, match="search.policy"):
         load_eval_config(cfg, ["search.policy=sideways"])
 
 
 def test_eval_built_in_config_loads() -> None:
     raw, section, _, _ = load_eval_config(ROOT / "configs/eval-mutation.yaml")
-    assert raw["strategies"]["mutate"]["kind"] == "mutation" and section["oracle"] is False
+    assert raw["strategies"]["mutate"]["kind"] == "mutation" and section.oracle is False
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

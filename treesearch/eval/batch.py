@@ -35,10 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
 from treesearch import __version__
 from treesearch._atomic import hold_folder, write_text
-from treesearch.config import apply_overrides, validate
+from treesearch.config import apply_overrides, origin, validate
 from treesearch.errors import ConfigError, TreesearchError
 from treesearch.eval.environment import look_up
 from treesearch.eval.instances import Instance, load_instances
@@ -56,11 +57,11 @@ from treesearch.eval.schedule import DurationsError, longest_first, read_duratio
 from treesearch.eval.setup_table import load_setup_table
 from treesearch.report import try_write_batch_report
 from treesearch.scoring import TestSpec
+from treesearch.validation import MAX_SECONDS, Number, config_error
 
-__all__ = ["EvalError", "EvalOutcome", "load_eval_config", "resume_eval", "run_eval"]
+__all__ = ["EvalError", "EvalOutcome", "EvalSection", "load_eval_config", "resume_eval", "run_eval"]
 
 EventFn = Callable[[dict[str, Any]], None]
-EVAL_KEYS = ("oracle", "grade_tests", "setup_timeout", "env_dir", "task_from_instance", "setup")
 STATUSES = ("resolved", "unresolved", "error")
 
 
@@ -112,46 +113,57 @@ def _merge(a: dict[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+class EvalSection(BaseModel):
+    """The ``eval`` section of an eval config: how each instance is set up, searched and graded.
+    Each field's description is what a bad value is told."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    oracle: StrictBool = Field(False, description="true or false")
+    """Steer the search by the grading tests (an upper bound, labelled in every output)."""
+    grade_tests: TestSpec | None = None
+    """The grading tests; unset: SWE-bench's own command, else ``DEFAULT_GRADE``."""
+    setup_timeout: Number = Field(
+        1800.0, gt=0, le=MAX_SECONDS, description="a positive number of seconds (at most a year)"
+    )
+    """Seconds an instance's environment set-up may take."""
+    env_dir: StrictStr | None = Field(None, description="a folder path")
+    """Where environments are kept (relative: to the config's folder); unset: the eval's."""
+    task_from_instance: StrictBool = Field(True, description="true or false")
+    """The instance's ``problem_statement`` is the agents' task."""
+    setup: StrictStr | None = Field(None, description="the path of a set-up table (YAML)")
+    """A set-up table (``setup_table``) for instances without set-up commands of their own."""
+
+
+def _eval_section(section: Any, source: str, overrides: Sequence[str]) -> EvalSection:
+    """The ``eval`` section validated; ``ConfigError`` names the file (or the ``-c`` override
+    to blame) and the key path."""
+    try:
+        return EvalSection.model_validate({} if section is None else section)
+    except ValidationError as exc:
+        at = origin(["eval", *exc.errors()[0]["loc"]], source, overrides)
+        raise config_error(exc, EvalSection, at, "eval") from None
+
+
 def load_eval_config(
     path: str | Path, overrides: Sequence[str] = ()
-) -> tuple[dict[str, Any], dict[str, Any], str, Path]:
+) -> tuple[dict[str, Any], EvalSection, str, Path]:
     """(search config without workspace or ``eval``, the ``eval`` section, source, base dir).
 
-    Raises ``ConfigError`` naming the file and key of any problem."""
+    Raises ``ConfigError`` naming the file (or ``-c`` override) and key of any problem."""
     p = Path(path)
     raw, base_dir = _read_yaml(p)
     raw = apply_overrides(raw, overrides)
     source = str(p)
-    section = raw.pop("eval", None) or {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"{source}: eval: must be a mapping (keys: {', '.join(EVAL_KEYS)})")
-    for key in section:
-        if key not in EVAL_KEYS:
-            raise ConfigError(
-                f"{source}: eval.{key}: unknown key (allowed: {', '.join(EVAL_KEYS)})"
-            )
+    section = _eval_section(raw.pop("eval", None), source, overrides)
     if "workspace" in raw:
         raise ConfigError(
             f"{source}: workspace: an eval config has no workspace (each instance brings its "
             "own); remove the section"
         )
-    if not isinstance(section.get("oracle", False), bool):
-        raise ConfigError(f"{source}: eval.oracle: must be true or false")
-    if not isinstance(section.get("task_from_instance", True), bool):
-        raise ConfigError(f"{source}: eval.task_from_instance: must be true or false")
-    timeout = section.get("setup_timeout", 1800)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ConfigError(f"{source}: eval.setup_timeout: must be a positive number of seconds")
-    if "env_dir" in section and not isinstance(section["env_dir"], str):
-        raise ConfigError(f"{source}: eval.env_dir: must be a folder path")
-    if "setup" in section and not isinstance(section["setup"], str):
-        raise ConfigError(f"{source}: eval.setup: must be the path of a set-up table (YAML)")
-    TestSpec.from_config(
-        section.get("grade_tests", DEFAULT_GRADE), source, where="eval.grade_tests"
-    )
     checked = copy.deepcopy(raw)
     checked["workspace"] = {"path": str(base_dir)}
-    validate(checked, source=source, base_dir=base_dir)
+    validate(checked, source=source, base_dir=base_dir, overrides=overrides)
     return raw, section, source, base_dir
 
 
@@ -213,12 +225,13 @@ def run_eval(
     else:
         raw, section, source, base_dir = _grading_only_config(overrides)
     if setup is not None:
-        section["setup"] = str(Path(setup).resolve())
-    elif section.get("setup"):
-        given = Path(section["setup"]).expanduser()
-        section["setup"] = str(given if given.is_absolute() else (base_dir / given).resolve())
-    if section.get("setup"):
-        load_setup_table(section["setup"])  # checked before anything runs
+        section = section.model_copy(update={"setup": str(Path(setup).resolve())})
+    elif section.setup:
+        given = Path(section.setup).expanduser()
+        resolved_setup = str(given if given.is_absolute() else (base_dir / given).resolve())
+        section = section.model_copy(update={"setup": resolved_setup})
+    if section.setup:
+        load_setup_table(section.setup)  # checked before anything runs
     inst_path = Path(instances)
     items = load_instances(inst_path)
     preds: dict[str, Prediction] | None = None
@@ -242,7 +255,7 @@ def run_eval(
     target.mkdir(parents=True, exist_ok=True)
     target = target.resolve()
     full = dict(raw)
-    full["eval"] = section
+    full["eval"] = section.model_dump(mode="json", exclude_unset=True)
     resolved = {
         "treesearch": __version__,
         "config": full,
@@ -265,7 +278,7 @@ def run_eval(
                 target / "predictions-graded.jsonl",
                 [dataclasses.asdict(p) for p in preds.values()],
             )
-        settings = _settings(resolved, target)
+        settings = _settings(resolved, target, section)
         resolved["steer"] = steer_of(settings)
         _atomic_write(target / "eval.yaml", yaml.safe_dump(resolved, sort_keys=False))
         return _batch(
@@ -314,7 +327,8 @@ def resume_eval(
             durations = read_durations(resolved["durations_from"])
     with _locked(target):
         items = load_instances(target / "instances.jsonl")
-        settings = _settings(resolved, target)
+        section = _eval_section(resolved["config"].get("eval"), str(meta), ())
+        settings = _settings(resolved, target, section)
         done = _finished_rows(target, {i.instance_id for i in items})
         return _batch(
             target,
@@ -354,25 +368,25 @@ def _default_out() -> Path:
     return Path("evals") / time.strftime("eval-%Y%m%d-%H%M%S", time.gmtime())
 
 
-def _settings(resolved: Mapping[str, Any], target: Path) -> EvalSettings:
+def _settings(resolved: Mapping[str, Any], target: Path, section: EvalSection) -> EvalSettings:
     cfg = copy.deepcopy(resolved["config"])
-    section = cfg.pop("eval", {}) or {}
-    env_dir = section.get("env_dir")
-    base = Path(resolved["base_dir"])
+    cfg.pop("eval", None)
+    env_dir = section.env_dir
     if env_dir:
         env_path = Path(env_dir).expanduser()
-        env_dir = str(env_path if env_path.is_absolute() else base / env_path)
+        env_dir = str(env_path if env_path.is_absolute() else Path(resolved["base_dir"]) / env_path)
+    grade = section.grade_tests
     return EvalSettings(
         config=cfg,
         source=resolved["source"],
         base_dir=resolved["base_dir"],
-        oracle=bool(section.get("oracle", False)),
-        grade_tests=dict(section.get("grade_tests") or DEFAULT_GRADE),
-        setup_timeout=float(section.get("setup_timeout", 1800)),
+        oracle=section.oracle,
+        grade_tests=grade.model_dump(exclude_unset=True) if grade else dict(DEFAULT_GRADE),
+        setup_timeout=section.setup_timeout,
         env_dir=env_dir or str(target / "envs"),
         repos=resolved.get("repos"),
-        task_from_instance=bool(section.get("task_from_instance", True)),
-        grade_tests_explicit="grade_tests" in section,
+        task_from_instance=section.task_from_instance,
+        grade_tests_explicit=grade is not None,
         mode=str(resolved.get("mode") or "search"),
         predictions=_graded_predictions(target) if resolved.get("mode") == "predictions" else None,
     )
@@ -403,25 +417,18 @@ def _model_names(target: Path) -> dict[str, str]:
 
 def _grading_only_config(
     overrides: Sequence[str],
-) -> tuple[dict[str, Any], dict[str, Any], str, Path]:
+) -> tuple[dict[str, Any], EvalSection, str, Path]:
     """The config of a grading-only batch given no config file: an ``eval`` section from
     ``-c eval.KEY=VALUE`` overrides alone."""
     raw = apply_overrides({}, overrides)
-    section = raw.pop("eval", None) or {}
+    section = raw.pop("eval", None)
     other = sorted(raw)
     if other:
         raise ConfigError(
             f"-c {other[0]}...: without a config file only eval.* keys can be set "
-            f"({', '.join(EVAL_KEYS)})"
+            f"({', '.join(EvalSection.model_fields)})"
         )
-    if not isinstance(section, dict):
-        raise ConfigError("-c eval: must set keys of the eval section")
-    for key in section:
-        if key not in EVAL_KEYS:
-            raise ConfigError(f"-c eval.{key}: unknown key (allowed: {', '.join(EVAL_KEYS)})")
-    if "grade_tests" in section:
-        TestSpec.from_config(section["grade_tests"], "-c", where="eval.grade_tests")
-    return {}, section, "<no config>", Path.cwd().resolve()
+    return {}, _eval_section(section, "-c", overrides), "<no config>", Path.cwd().resolve()
 
 
 def _locked(target: Path) -> contextlib.AbstractContextManager[None]:

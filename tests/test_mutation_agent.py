@@ -322,7 +322,7 @@ def test_mutation_agent_keeps_its_caches_in_memory_without_a_cache_dir(rig: Rig)
         ({"family_weights": {"insert": -1}}, "field 'family_weights' must map families"),
         ({"family_weights": {"nope": 1}}, "bad: nope"),
         ({"exclude": "tests"}, "field 'exclude' must be a list"),
-        ({"tests": {"command": ""}}, "field 'tests'"),
+        ({"tests": {"command": ""}}, "tests.command: must not be empty"),
         ({"samples": 3}, "unknown field 'samples'; allowed fields: operators"),
     ],
 )
@@ -485,9 +485,13 @@ def test_ranked_mutation_agent_checks_each_edit_of_a_node_once_over_its_attempts
     assert len(checked) == len(set(checked)) == 6
 
 
-def test_mutation_agent_rejects_an_unknown_order() -> None:
+def test_mutation_agent_rejects_an_unknown_order_from_a_config_or_keywords() -> None:
     with pytest.raises(AgentError, match="field 'order'"):
         build_agent({"kind": "mutation", "order": "shuffled"})
+    with pytest.raises(AgentError, match="^mutation agent: field 'order' must be sampled"):
+        MutationAgent(order="shuffled")
+    with pytest.raises(AgentError, match="field 'operators' must list families"):
+        MutationAgent(operators=[])
 
 
 def test_build_ranked_mutation_agent_from_a_strategy_config_regression_order_lost() -> None:

@@ -551,7 +551,7 @@ def _formulas() -> tuple[str, ...]:
 
 class MutationConfig(AgentConfig):
     """``mutation``: fault localisation plus sampled or ranked program edits
-    (``treesearch.agents.mutation``); the keyword arguments of ``MutationAgent``."""
+    (``treesearch.agents.mutation``); what ``MutationAgent`` is built from."""
 
     kind: Literal["mutation"] = "mutation"
     operators: list[StrictStr] | None = Field(
@@ -639,8 +639,7 @@ class MutationConfig(AgentConfig):
         return value
 
     def agent_kwargs(self) -> dict[str, Any]:
-        kw = {k: v for k, v in self.fields().items() if v is not None}
-        return kw
+        return {"config": self}
 
 
 AGENT_MODELS: dict[str, type[AgentConfig]] = {

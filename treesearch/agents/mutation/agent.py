@@ -59,11 +59,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from treesearch import sandbox
 from treesearch.agents import AgentContext, AgentCost, AgentResult, AgentStatus
+from treesearch.agents.configs import MutationConfig, agent_error
 from treesearch.agents.mutation._source import SourceFile
 from treesearch.agents.mutation._tried import _context, _TriedLog
-from treesearch.agents.mutation.localize import FORMULAS, Localization, inherit, localize
+from treesearch.agents.mutation.localize import Localization, inherit, localize
 from treesearch.agents.mutation.operators import FAMILIES, Edit, check
 from treesearch.agents.mutation.ranking import (
     ALL_FAMILIES,
@@ -72,7 +75,6 @@ from treesearch.agents.mutation.ranking import (
     rank_key,
 )
 from treesearch.errors import (
-    AgentError,
     SandboxError,
     ScoringError,
     SessionError,
@@ -87,7 +89,6 @@ _SHARPNESS = 2.0  # line weight = score ** _SHARPNESS
 # ISSTA 2015: most of GenProg's plausible patches amount to deleting functionality), and single-
 # statement bugs are mostly expression slips: statement deletion and copying start at half weight.
 DEFAULT_FAMILY_WEIGHTS: Mapping[str, float] = {"delete": 0.5, "insert": 0.5}
-_ORDERS = "sampled (default: one seeded draw per expansion) or ranked (best untried first)"
 _RANKED: dict[tuple[Any, ...], _Ranked] = {}
 """``_by_attempt``'s lists, per node, lines and settings, oldest first (this process)."""
 _RANKED_NODES = 256
@@ -120,71 +121,45 @@ class MutationAgent:
 
     kind = "mutation"
 
-    def __init__(
-        self,
-        *,
-        operators: Sequence[str] | None = None,
-        order: str = "sampled",
-        formula: str = "ochiai",
-        top_lines: int = 10,
-        edits: int = 1,
-        seed: int = 0,
-        coverage: bool = True,
-        relocalize: bool = False,
-        traceback_boost: float = 0.5,
-        family_weights: Mapping[str, float] | None = None,
-        exclude: Sequence[str] = (),
-        tests: TestSpec | None = None,
-    ) -> None:
-        """Keyword arguments are the config fields (``agents.configs.MutationConfig`` validates
-        a strategy's mapping and builds the agent from it)."""
-        if order not in ("sampled", "ranked"):
-            raise AgentError(f"mutation agent: field 'order' must be {_ORDERS}")
-        if operators is None:
-            operators = FAMILIES if order == "sampled" else ALL_FAMILIES
-        unknown = [op for op in operators if op not in ALL_FAMILIES]
-        if unknown or not operators:
-            raise AgentError(
-                f"mutation agent: field 'operators' must list families out of "
-                f"{', '.join(ALL_FAMILIES)}; got {list(operators)!r}"
-            )
+    def __init__(self, config: MutationConfig | None = None, **fields: Any) -> None:
+        """``config``: the validated fields (``build_agent`` reads a strategy's mapping); or
+        the fields as keyword arguments, validated by ``MutationConfig`` (``AgentError`` names
+        a bad one)."""
+        if config is None:
+            try:
+                config = MutationConfig.model_validate(fields)
+            except ValidationError as exc:
+                raise agent_error("mutation", exc, MutationConfig) from None
+        elif fields:
+            raise TypeError("MutationAgent takes a config or keyword fields, not both")
+        order = config.order
+        operators = config.operators or (FAMILIES if order == "sampled" else ALL_FAMILIES)
         self.order = order
         """``sampled`` (a seeded draw per expansion) or ``ranked`` (the best untried edit)."""
-        if formula not in FORMULAS:
-            raise AgentError(
-                f"mutation agent: field 'formula' must be one of {', '.join(FORMULAS)}; "
-                f"got {formula!r}"
-            )
         self.operators: tuple[str, ...] = tuple(f for f in ALL_FAMILIES if f in operators)
         """Operator families in use."""
-        self.formula = formula
+        self.formula = config.formula
         """Spectrum formula (``ochiai``, ``tarantula``, ``dstar``)."""
-        self.top_lines = top_lines
+        self.top_lines = config.top_lines
         """How many suspicious lines to mutate."""
-        self.edits = edits
+        self.edits = config.edits
         """Edits per expansion (capped by ``ctx.max_steps``)."""
-        self.seed = seed
+        self.seed = config.seed
         """Mixed into the random stream with ``ctx.rng`` and ``ctx.attempt``."""
-        self.coverage = coverage
+        self.coverage = config.coverage
         """Localise with coverage (else with tracebacks only)."""
-        self.relocalize = relocalize
+        self.relocalize = config.relocalize
         """Localise every node anew instead of letting the node an edit made inherit its
         parent's ranking."""
-        self.traceback_boost = traceback_boost
+        self.traceback_boost = config.traceback_boost
         """Added to a line's score per share of failing tests whose traceback shows it."""
         weights = dict(DEFAULT_FAMILY_WEIGHTS if order == "sampled" else RANKED_PRIORS)
-        weights.update(family_weights or {})
-        bad = [f for f, w in weights.items() if f not in ALL_FAMILIES or not w >= 0]
-        if bad:
-            raise AgentError(
-                f"mutation agent: field 'family_weights' must map families out of "
-                f"{', '.join(ALL_FAMILIES)} to numbers >= 0; bad: {', '.join(map(str, bad))}"
-            )
+        weights.update(config.family_weights or {})
         self.family_weights: dict[str, float] = weights
         """Prior weight of each operator family when sampling an edit of a line."""
-        self.exclude = tuple(exclude)
+        self.exclude = tuple(config.exclude)
         """Path globs never mutated."""
-        self.tests = tests
+        self.tests = config.tests
         """Test spec used when the context gives none."""
         self._tried: dict[str, list[dict[str, str]]] = {}
 

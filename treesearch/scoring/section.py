@@ -22,7 +22,11 @@ from treesearch.scoring.probe import unsupported
 from treesearch.scoring.spec import TestSpec
 from treesearch.validation import MAX_SECONDS, shown
 
-__all__ = ["ScoreConfig", "ScorerConfig"]
+__all__ = ["ScoreConfig", "ScorerConfig", "WarmMode"]
+
+WarmMode = Literal["auto", "on", "off"]
+"""``scoring.warm``: ``auto`` (warm where safe, the first run checked against a cold one),
+``on`` (warm where safe, unchecked), ``off`` (always cold): ``scoring.warm.WarmRunner``."""
 
 
 def _score(value: Any) -> Any:
@@ -69,9 +73,8 @@ class ScorerConfig(BaseModel):
     grade_files: dict[str, str] | None = None
     """Held-out files laid over the grading copy: a path in the copy -> a file or folder outside
     the workspace (read by ``scoring.heldout.check_grade_files``, not by ``Scorer``)."""
-    warm: Literal["auto", "on", "off"] = "auto"
-    """pytest runs forked from a warm server (``scoring.warm``): ``auto`` where safe, the first
-    run checked against a cold one; ``on`` where safe, unchecked; ``off`` always cold."""
+    warm: WarmMode = "auto"
+    """pytest runs forked from a warm server (``scoring.warm``)."""
     order: Literal["auto", "failing_first", "progress_first", "all"] = "auto"
     """``failing_first``: a candidate first runs the tests its parent failed and stops at the
     first still failing (a partial node), the rest only if they all pass; ``progress_first``:

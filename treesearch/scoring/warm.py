@@ -39,7 +39,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from treesearch import lifecycle
 from treesearch._environ import inherited
@@ -47,11 +47,10 @@ from treesearch.scoring.warm_plan import Launch, ShellEnv, plan, shell_execs
 from treesearch.scoring.warm_proc import WarmServer, WarmServerError, WarmUpError
 from treesearch.types import ProcessResult
 
-__all__ = ["WARM_MODES", "Launch", "WarmClone", "WarmRunner", "WarmServerError", "plan"]
+if TYPE_CHECKING:
+    from treesearch.scoring.section import WarmMode
 
-WARM_MODES = ("auto", "on", "off")
-"""``scoring.warm``: ``auto`` (warm where safe, first run checked against a cold one), ``on``
-(warm where safe, unchecked), ``off`` (always cold)."""
+__all__ = ["Launch", "WarmClone", "WarmRunner", "WarmServerError", "plan"]
 
 _MAX_SERVERS = 2
 _NOT_KEYED = frozenset({"PYTHONPATH", "PWD", "COVERAGE_FILE", "COVERAGE_CORE"})
@@ -105,7 +104,7 @@ class WarmRunner:
 
     def __init__(
         self,
-        mode: str = "auto",
+        mode: WarmMode = "auto",
         *,
         on_note: Callable[[str], None] | None = None,
         warm_up: bool = True,
@@ -113,8 +112,7 @@ class WarmRunner:
         spare: bool = True,
         premade: bool = True,
     ) -> None:
-        if mode not in WARM_MODES:
-            raise ValueError(f"warm mode must be one of {', '.join(WARM_MODES)}, not {mode!r}")
+        """``mode``: ``scoring.warm`` as ``ScorerConfig`` checked it."""
         self.mode = mode
         """``auto``, ``on`` or ``off``."""
         self.on_note = on_note

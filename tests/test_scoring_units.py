@@ -492,3 +492,12 @@ def test_scorer_takes_per_test_timeout_as_value_or_parsed() -> None:
     assert (fixed.mode, fixed.seconds) == ("fixed", 3.0)
     assert Scorer(spec, per_test_timeout=fixed).per_test_timeout == fixed
     assert Scorer(spec, per_test_timeout="off").per_test_timeout.mode == "off"
+
+
+def test_a_warm_runner_built_directly_refuses_an_unknown_mode() -> None:
+    """A typo must not act as ``on`` (the check is the scoring section's values)."""
+    from treesearch.scoring.warm import WarmRunner
+
+    with pytest.raises(ConfigError, match="warm: must be one of auto, on, off, got 'hot'"):
+        WarmRunner("hot")  # type: ignore[arg-type]
+    assert WarmRunner("off").mode == "off"

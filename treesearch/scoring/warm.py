@@ -39,16 +39,15 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, get_args
 
 from treesearch import lifecycle
 from treesearch._environ import inherited
+from treesearch.errors import ConfigError
+from treesearch.scoring.section import WarmMode
 from treesearch.scoring.warm_plan import Launch, ShellEnv, plan, shell_execs
 from treesearch.scoring.warm_proc import WarmServer, WarmServerError, WarmUpError
 from treesearch.types import ProcessResult
-
-if TYPE_CHECKING:
-    from treesearch.scoring.section import WarmMode
 
 __all__ = ["Launch", "WarmClone", "WarmRunner", "WarmServerError", "plan"]
 
@@ -112,7 +111,9 @@ class WarmRunner:
         spare: bool = True,
         premade: bool = True,
     ) -> None:
-        """``mode``: ``scoring.warm`` as ``ScorerConfig`` checked it."""
+        """``mode``: ``scoring.warm`` (``auto``, ``on`` or ``off``)."""
+        if mode not in get_args(WarmMode):  # the model's values: a typo must not act as "on"
+            raise ConfigError(f"warm: must be one of auto, on, off, got {mode!r}")
         self.mode = mode
         """``auto``, ``on`` or ``off``."""
         self.on_note = on_note

@@ -189,6 +189,11 @@ def test_progress_first_runs_the_rest_when_any_parent_failure_passes_now(tmp_pat
     assert "tests/test_m.py::test_b fails too" in worse.partial.reason
     assert worse.score == 0.0 and worse.partial.upper == pytest.approx(0.25)
     assert worse.partial.upper < root.score
+    # Broken at the suite's last test: the stop leaves nothing out, so the run is a full one.
+    (ws / "m.py").write_text(module(d=5))
+    last = scorer.score(ws, parent=root)
+    assert logged(log) == ["session", "test_a", "test_c", "test_b", "test_d"]
+    assert last.partial is None and last.score == pytest.approx(0.25)
     # c fixed, a not: progress, so the whole suite runs and the node is fully run (3 of 4).
     (ws / "m.py").write_text(module(c=3))
     runs = scorer.test_runs

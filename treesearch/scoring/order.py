@@ -235,8 +235,8 @@ def screen_verdict(run: TestRun, report: OrderReport | None) -> str:
         return "void"
     if run.status is RunStatus.INVALID and not run.tests:
         return "void"
-    if report.stopped:
-        return "partial"
+    if report.stopped and (report.deselected or run.status is not RunStatus.OK):
+        return "partial"  # (a stop at the suite's last test left nothing out: a full run)
     if run.status is not RunStatus.OK and report.ran < report.selected:
         return "partial"
     return "full"

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import stat
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +28,13 @@ def pytest_configure(config: pytest.Config) -> None:
     programs the tests run."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # The tests' configs run `python -m pytest`: make that the interpreter of this suite, as an
+    # activated virtual environment does, so that `/path/to/venv/bin/python -m pytest` run
+    # without activating it tests the same thing (else the first `python` on PATH, which may
+    # lack coverage or treesearch's own dependencies, runs every test run of the tests).
+    found = shutil.which("python")
+    if found is None or not os.path.samefile(found, sys.executable):
+        os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])
 
 
 def clean_git_env(**extra: str) -> dict[str, str]:

@@ -87,7 +87,15 @@ def main() -> int:
     first = str(versions[0])
     walls = {str(v): [x["wall"] for x in rows if x["version"] == str(v)] for v in versions}
     cpus = {str(v): [x["cpu"] for x in rows if x["version"] == str(v)] for v in versions}
-    same = len({(x["best"], x["test_runs"]) for x in rows}) == 1
+    failed = [x for x in rows if x["exit"] or x["best"] is None]
+    if failed:
+        print(
+            f"FAIL: {len(failed)} of {len(rows)} searches failed (exit or no best tree); the"
+            f" first: {failed[0]['version']} exit {failed[0]['exit']}:"
+            f" {failed[0].get('stderr', '').strip()}",
+            file=sys.stderr,
+        )
+    same = not failed and len({(x["best"], x["test_runs"]) for x in rows}) == 1
     print(f"same search in every run (best tree, test runs): {'yes' if same else 'NO'}")
     for v in map(str, versions):
         wall, cpu = statistics.median(walls[v]), statistics.median(cpus[v])
@@ -97,7 +105,7 @@ def main() -> int:
             f" x{statistics.median(paired):.3f}), CPU {cpu:.2f} s"
             f" (x{cpu / statistics.median(cpus[first]):.3f})"
         )
-    return 1 if any(x["exit"] for x in rows) else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

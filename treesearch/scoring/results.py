@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -426,14 +426,6 @@ def _tail(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return "..." + text[len(text) - limit + 3 :]
-
-
-def merge_outcomes(outcomes: Sequence[Outcome]) -> Outcome:
-    """The worst of several outcomes."""
-    result = outcomes[0]
-    for o in outcomes[1:]:
-        result = worse(result, o)
-    return result
 
 
 # --- a node's test summary (graph.json) and the result it stands for ---------------------------

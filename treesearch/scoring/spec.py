@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import re
-import shlex
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
@@ -126,11 +125,6 @@ class TestSpec(BaseModel):
         else:
             words = list(self.command)
         return any(_PYTEST_WORD.match(os.path.basename(w)) for w in words)
-
-    @property
-    def display_command(self) -> str:
-        """The command as one shell-quoted line."""
-        return self.command if isinstance(self.command, str) else shlex.join(self.command)
 
     def canonical(self) -> dict[str, Any]:
         """The fields that affect results, as plain JSON values."""

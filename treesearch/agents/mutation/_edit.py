@@ -5,7 +5,6 @@ builder. See ``operators`` for the families."""
 from __future__ import annotations
 
 import ast
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,12 +38,6 @@ class Edit:
     def apply(self, source: bytes) -> bytes:
         """The file's bytes after the edit."""
         return source[: self.start] + self.text.encode("utf-8") + source[self.end :]
-
-    def result_key(self, source: bytes) -> str:
-        """Identity of the program the edit produces (sha256 of path and new bytes)."""
-        digest = hashlib.sha256(self.path.encode("utf-8", "surrogateescape") + b"\0")
-        digest.update(self.apply(source))
-        return digest.hexdigest()
 
     def describe(self, source: bytes) -> str:
         """One line for transcripts: ``path:line family: `old` -> `new```."""

@@ -80,12 +80,6 @@ def edits_at_all(
     return edits
 
 
-def memo_size() -> int:
-    """How many listings the memo holds now (for tests and profiling)."""
-    with _MEMO_LOCK:
-        return len(_MEMO)
-
-
 def _edits_at_all(src: SourceFile, line: int, chosen: frozenset[str], typed: bool) -> list[Edit]:
     out = edits_at(src, line, [f for f in FAMILIES if f in chosen])
     if typed:

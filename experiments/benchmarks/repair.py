@@ -275,7 +275,8 @@ def breakdown(run_dir: Path, seconds: float) -> dict[str, float]:
     ``restore``, ``agent``, ``capture``, ``score`` and ``bookkeeping`` seconds summed (with
     workers, the workers' seconds add up to more than the wall clock), the agent's seconds in
     expansions that changed nothing (``noop_agent``, counted in ``agent`` too) and their number
-    (``noops``), and ``outside`` (the search's seconds outside the controller's clock: the
+    (``noops``), the partial nodes' completing runs (``completions``, their restore and score
+    seconds counted in ``restore`` and ``score``), and ``outside`` (the search's seconds outside the controller's clock: the
     workspace copy and store before it, the final grade and report after it)."""
     out: dict[str, float] = {}
     noop_ks: set[int] = set()
@@ -288,11 +289,13 @@ def breakdown(run_dir: Path, seconds: float) -> dict[str, float]:
         return out
     for name in ("restore", "agent", "capture", "score", "bookkeeping"):
         out[name] = round(sum(float(r.get(f"{name}_seconds", 0.0)) for r in rows), 2)
+    # A partial node's completing run has a row of its own, without "k" (restore and score).
     out["noop_agent"] = round(
-        sum(float(r.get("agent_seconds", 0.0)) for r in rows if int(r["k"]) in noop_ks), 2
+        sum(float(r.get("agent_seconds", 0.0)) for r in rows if r.get("k") in noop_ks), 2
     )
     out["noops"] = len(noop_ks)
-    out["expansions"] = len(rows)
+    out["expansions"] = sum(1 for r in rows if "k" in r)
+    out["completions"] = sum(1 for r in rows if "completed" in r)
     if rows:
         first = min(float(r["elapsed"]) - float(r["seconds"]) for r in rows)
         last = max(float(r["elapsed"]) for r in rows)

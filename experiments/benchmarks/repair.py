@@ -276,8 +276,9 @@ def breakdown(run_dir: Path, seconds: float) -> dict[str, float]:
     workers, the workers' seconds add up to more than the wall clock), the agent's seconds in
     expansions that changed nothing (``noop_agent``, counted in ``agent`` too) and their number
     (``noops``), the partial nodes' completing runs (``completions``, their restore and score
-    seconds counted in ``restore`` and ``score``), and ``outside`` (the search's seconds outside the controller's clock: the
-    workspace copy and store before it, the final grade and report after it)."""
+    seconds counted in ``restore`` and ``score``), and ``outside`` (the search's seconds outside
+    the controller's clock: the workspace copy and store before it, the final grade and report
+    after it)."""
     out: dict[str, float] = {}
     noop_ks: set[int] = set()
     try:
